@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Sets up everything klspec needs and builds it into ./build (or $KLSPEC_BUILD_DIR):
+# Debian packages, the pinned llama.cpp (cached outside the clone), then klspec itself.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build_dir="${KLSPEC_BUILD_DIR:-$root/build}"
+
+bash "$root/scripts/setup-deps.sh"
+llama_dir=$(bash "$root/scripts/build-llama.sh" | tail -n 1)
+cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$llama_dir/install" >/dev/null
+cmake --build "$build_dir" -j "$(nproc)"

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the Debian packages klspec builds and tests with. Idempotent: installs only what is missing.
+set -euo pipefail
+packages=(build-essential cmake git
+          libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+# npm fetches the pinned llama.cpp; a Node.js that already ships npm (e.g. NodeSource's) is kept.
+command -v npm >/dev/null || missing+=(npm)
+if ((${#missing[@]})); then
+  echo "setup-deps: installing ${missing[*]}" >&2
+  sudo_cmd=(); [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

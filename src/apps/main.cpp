@@ -1,0 +1,34 @@
+// klspec: judge decoding (speculative decoding with relaxed verification) on llama.cpp.
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "apps/generate_command.h"
+#include "apps/run_options.h"
+#include "core/error.h"
+
+int main(int argc, char** argv) {
+    CLI::App app{"klspec: speculative decoding with judge rules (KL, Top-K, entropy, AutoJudge) on llama.cpp"};
+    app.require_subcommand(1);
+    app.failure_message([](const CLI::App*, const CLI::Error& e) {
+        return "klspec: error: " + std::string(e.what()) + " (see --help)\n";
+    });
+    app.set_version_flag("--version", "klspec 0.1.0");
+    klspec::register_generate_command(app);
+
+    klspec::normalize_llama_style_flags(argc, argv);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e);
+    } catch (const klspec::Error& e) {
+        std::fprintf(stderr, "klspec: error: %s\n", e.what());
+        return 1;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "klspec: internal error: %s\n", e.what());
+        return 2;
+    }
+    return 0;
+}

@@ -1,0 +1,39 @@
+#include "apps/run_options.h"
+
+#include <cstring>
+
+namespace klspec {
+
+void add_run_options(CLI::App& app, RunOptions& options) {
+    GenerationOptions& gen = options.generation;
+    SamplingParams& sampling = gen.sampling;
+    app.add_option("-m,--model", options.target_path, "Target model (GGUF)")->required()->check(CLI::ExistingFile);
+    app.add_option("--model-draft", options.draft_path,
+                   "Draft model (GGUF, same vocabulary as the target); also -md. Without it: target-only decoding");
+    app.add_option("-n,--n-predict", gen.max_tokens, "Maximum number of tokens to generate")
+        ->capture_default_str()->check(CLI::NonNegativeNumber);
+    app.add_option("--draft-max", gen.draft_max, "Draft tokens proposed per target call (gamma)")
+        ->capture_default_str();
+    app.add_option("--temp", sampling.temperature, "Sampling temperature; 0 = greedy")->capture_default_str();
+    app.add_option("--top-k", sampling.top_k, "Keep only the K most likely tokens (0 = off)")->capture_default_str();
+    app.add_option("--top-p", sampling.top_p, "Keep the smallest set of tokens with mass >= P (1 = off)")
+        ->capture_default_str();
+    app.add_option("-s,--seed", sampling.seed, "Random seed for sampling")->capture_default_str();
+    app.add_option("--stop", gen.stop_strings, "Stop when the output contains this string (repeatable)");
+    app.add_option("-c,--ctx-size", options.context.n_ctx, "Context size in tokens (prompt + output)")
+        ->capture_default_str()->check(CLI::PositiveNumber);
+    app.add_option("-b,--batch-size", options.context.n_batch, "Prompt-processing batch size")
+        ->capture_default_str()->check(CLI::PositiveNumber);
+    app.add_option("-t,--threads", options.context.n_threads, "CPU threads (0 = all)")
+        ->capture_default_str()->check(CLI::NonNegativeNumber);
+    app.add_flag("-v,--verbose", options.verbose, "Show llama.cpp's own log output");
+}
+
+void normalize_llama_style_flags(int argc, char** argv) {
+    static char model_draft[] = "--model-draft";
+    for (int i = 1; i < argc; ++i) {
+        if (std::strcmp(argv[i], "-md") == 0) argv[i] = model_draft;
+    }
+}
+
+}  // namespace klspec

@@ -1,0 +1,26 @@
+// The flags shared by every subcommand that decodes: models, context, sampling, drafting.
+// Flag names follow llama.cpp where it has one.
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "engine/speculative_decoder.h"
+
+namespace klspec {
+
+struct RunOptions {
+    std::string target_path;
+    std::string draft_path;  // empty: target-only
+    ContextOptions context;
+    GenerationOptions generation;
+    bool verbose = false;
+};
+
+void add_run_options(CLI::App& app, RunOptions& options);
+
+// llama.cpp spells some long flags with one dash (-md, -ngl); CLI11 wants two. Rewrites them in place.
+void normalize_llama_style_flags(int argc, char** argv);
+
+}  // namespace klspec

@@ -1,0 +1,39 @@
+#include "apps/stats_report.h"
+
+#include <fmt/format.h>
+
+namespace klspec {
+
+nlohmann::json stats_to_json(const GenerationStats& s) {
+    return {{"prompt_tokens", s.prompt_tokens},
+            {"emitted", s.emitted},
+            {"target_calls", s.target_calls},
+            {"draft_calls", s.draft_calls},
+            {"drafted", s.drafted},
+            {"accepted", s.accepted},
+            {"relaxed_accepted", s.relaxed_accepted},
+            {"mat", s.mat()},
+            {"acceptance_rate", s.acceptance_rate()},
+            {"tokens_per_second", s.tokens_per_second()},
+            {"prompt_tokens_per_second", s.prompt_tokens_per_second()},
+            {"seconds",
+             {{"prompt", s.prompt_seconds},
+              {"draft", s.draft_seconds},
+              {"verify", s.verify_seconds},
+              {"judge", s.judge_seconds},
+              {"other", s.other_seconds},
+              {"decode", s.decode_seconds()}}}};
+}
+
+std::string format_stats(const GenerationStats& s, std::string_view stop_reason) {
+    return fmt::format(
+        "stop: {} | emitted {} tokens in {} target calls: MAT {:.2f}\n"
+        "draft: {} drafted, {} accepted ({:.1f} %), {} relaxed, {} draft calls\n"
+        "speed: {:.1f} tokens/s decode, {:.1f} tokens/s prompt ({} tokens)\n"
+        "time (ms): draft {:.1f}, verify {:.1f}, judge {:.1f}, other {:.1f}\n",
+        stop_reason, s.emitted, s.target_calls, s.mat(), s.drafted, s.accepted, 100.0 * s.acceptance_rate(),
+        s.relaxed_accepted, s.draft_calls, s.tokens_per_second(), s.prompt_tokens_per_second(), s.prompt_tokens,
+        1e3 * s.draft_seconds, 1e3 * s.verify_seconds, 1e3 * s.judge_seconds, 1e3 * s.other_seconds);
+}
+
+}  // namespace klspec

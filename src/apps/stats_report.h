@@ -1,0 +1,16 @@
+// How run statistics are shown: one JSON object for machines, a short block for people.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "core/stats.h"
+
+namespace klspec {
+
+nlohmann::json stats_to_json(const GenerationStats& stats);
+std::string format_stats(const GenerationStats& stats, std::string_view stop_reason);
+
+}  // namespace klspec

@@ -1,0 +1,60 @@
+#include "core/acceptance.h"
+
+#include <algorithm>
+
+namespace klspec {
+
+int32_t AcceptanceStep::draw(std::span<const float> shaped_logits, Rng& rng) {
+    if (params_.greedy()) return argmax(shaped_logits);
+    softmax(shaped_logits, p_);
+    return sample_from_weights(p_, rng);
+}
+
+bool AcceptanceStep::vanilla_accepts(const DraftPosition& position, Rng& rng, int32_t& replacement) {
+    const int32_t d = position.draft_token;
+    if (params_.greedy()) {
+        replacement = argmax(position.target_logits);
+        return replacement == d;
+    }
+    softmax(position.target_logits, p_);
+    softmax(position.draft_logits, q_);
+    const float p_d = p_[d];
+    const float q_d = q_[d];
+    std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
+    // u < p/q written without the division; q_d > 0 because d was drawn from q.
+    if (p_d >= q_d || uniform(rng) * q_d < p_d) return true;
+
+    // The residual max(0, p - q) is what makes the output distribution exactly p.
+    double residual_mass = 0.0;
+    for (size_t v = 0; v < p_.size(); ++v) {
+        p_[v] = std::max(0.0f, p_[v] - q_[v]);
+        residual_mass += p_[v];
+    }
+    // A zero residual means p == q up to rounding, where rejection has probability ~0; draw from p.
+    replacement = residual_mass > 0.0 ? sample_from_weights(p_, rng) : draw(position.target_logits, rng);
+    return false;
+}
+
+StepOutcome AcceptanceStep::run(int32_t n_drafted, const PositionSource& position,
+                                std::span<const float> bonus_target_logits, Rng& rng) {
+    StepOutcome outcome;
+    for (int32_t i = 0; i < n_drafted; ++i) {
+        const DraftPosition current = position(i);
+        int32_t replacement = -1;
+        if (vanilla_accepts(current, rng, replacement)) {
+            ++outcome.accepted;
+            continue;
+        }
+        if (judge_.relaxed(current)) {
+            ++outcome.accepted;
+            ++outcome.relaxed_accepted;
+            continue;
+        }
+        outcome.next_token = replacement;
+        return outcome;
+    }
+    outcome.next_token = draw(bonus_target_logits, rng);
+    return outcome;
+}
+
+}  // namespace klspec

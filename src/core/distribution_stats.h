@@ -1,0 +1,37 @@
+// The statistics judges decide on (DESIGN.md, "The verification rules"), computed straight from
+// shaped logits: π = softmax(logits), natural log, entries of -inf have probability 0.
+// Each kernel computes only what one family of rules needs, in as few passes over the rows as it can.
+// Every row needs at least one finite logit (a row of -inf only gives NaN statistics).
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+namespace klspec {
+
+// One distribution: what the entropy rules need.
+struct DistributionStats {
+    double log_normalizer = 0;   // log Σ_v exp(logit_v)
+    double entropy = 0;          // H(π) = −Σ π log π
+    double max_probability = 0;  // max_v π(v)
+};
+
+// A target/draft pair: what the KL rule needs.
+struct KlStats {
+    double target_log_normalizer = 0;
+    double draft_log_normalizer = 0;
+    double target_max_probability = 0;
+    // D_KL(p ‖ q) = Σ p (log p − log q); +inf when some token has p > 0 and q = 0.
+    double kl = 0;
+};
+
+DistributionStats distribution_stats(std::span<const float> logits);
+
+// `target_logits` (p) and `draft_logits` (q) have the same length.
+KlStats kl_stats(std::span<const float> target_logits, std::span<const float> draft_logits);
+
+// How many tokens rank ahead of `token` when sorting by logit, descending, ties broken by lower index
+// (the order of argmax and of top-k truncation in sampling.h). `token` is in the top-K iff rank < K.
+int64_t logit_rank(std::span<const float> logits, int32_t token);
+
+}  // namespace klspec

@@ -1,0 +1,34 @@
+// Counters and timings of one generation (DESIGN.md, "Metrics").
+#pragma once
+
+#include <cstdint>
+
+namespace klspec {
+
+struct GenerationStats {
+    int64_t prompt_tokens = 0;
+    int64_t emitted = 0;           // generated tokens, the stop token excluded
+    int64_t target_calls = 0;      // target forward passes after the prompt (verification calls)
+    int64_t draft_calls = 0;       // draft forward passes after the prompt
+    int64_t drafted = 0;           // draft tokens proposed to the judge
+    int64_t accepted = 0;          // draft tokens kept
+    int64_t relaxed_accepted = 0;  // draft tokens kept only because the judge relaxed them
+
+    // Seconds. decode = draft + verify + judge + other; prompt processing is separate.
+    double prompt_seconds = 0;
+    double draft_seconds = 0;
+    double verify_seconds = 0;
+    double judge_seconds = 0;
+    double other_seconds = 0;
+
+    double decode_seconds() const { return draft_seconds + verify_seconds + judge_seconds + other_seconds; }
+    // Mean accepted tokens: tokens per target call, the replacement/bonus token included.
+    double mat() const { return target_calls ? double(emitted) / double(target_calls) : 0.0; }
+    double acceptance_rate() const { return drafted ? double(accepted) / double(drafted) : 0.0; }
+    double tokens_per_second() const { return decode_seconds() > 0 ? double(emitted) / decode_seconds() : 0.0; }
+    double prompt_tokens_per_second() const {
+        return prompt_seconds > 0 ? double(prompt_tokens) / prompt_seconds : 0.0;
+    }
+};
+
+}  // namespace klspec

@@ -1,0 +1,48 @@
+#include "core/text_stream.h"
+
+#include <algorithm>
+
+namespace klspec {
+
+TextStream::TextStream(std::vector<std::string> stop_strings) : stop_strings_(std::move(stop_strings)) {
+    std::erase_if(stop_strings_, [](const std::string& s) { return s.empty(); });
+}
+
+bool TextStream::append(std::string_view piece) {
+    const size_t old_size = text_.size();
+    text_.append(piece);
+    for (const std::string& stop : stop_strings_) {
+        // A match must end inside the new piece; start looking where it could begin.
+        const size_t from = old_size >= stop.size() ? old_size - stop.size() + 1 : 0;
+        const size_t at = text_.find(stop, from);
+        if (at != std::string::npos) {
+            text_.resize(at);
+            finished_ = true;
+            return true;
+        }
+    }
+    return false;
+}
+
+size_t TextStream::pending_stop_prefix() const {
+    size_t longest = 0;
+    for (const std::string& stop : stop_strings_) {
+        for (size_t len = std::min(stop.size() - 1, text_.size()); len > longest; --len) {
+            if (std::string_view(text_).substr(text_.size() - len) == std::string_view(stop).substr(0, len)) {
+                longest = len;
+                break;
+            }
+        }
+    }
+    return longest;
+}
+
+std::string_view TextStream::take_stable() {
+    const size_t end = finished_ ? text_.size() : text_.size() - pending_stop_prefix();
+    if (end <= taken_) return {};
+    std::string_view stable = std::string_view(text_).substr(taken_, end - taken_);
+    taken_ = end;
+    return stable;
+}
+
+}  // namespace klspec

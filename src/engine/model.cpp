@@ -1,0 +1,110 @@
+#include "engine/model.h"
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "llama.h"
+
+namespace klspec {
+namespace {
+
+bool g_llama_verbose = false;
+
+void log_to_stderr(ggml_log_level level, const char* text, void*) {
+    if (g_llama_verbose || level == GGML_LOG_LEVEL_ERROR) std::fputs(text, stderr);
+}
+
+void init_backend_once() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        llama_log_set(log_to_stderr, nullptr);
+        llama_backend_init();
+    });
+}
+
+void require_gguf_file(const std::string& path) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (!fs::exists(path, ec)) throw Error(fmt::format("model file not found: {}", path));
+    if (!fs::is_regular_file(path, ec)) throw Error(fmt::format("model path is not a file: {}", path));
+    std::ifstream in(path, std::ios::binary);
+    char magic[4] = {};
+    if (!in.read(magic, sizeof magic) || std::memcmp(magic, "GGUF", 4) != 0) {
+        throw Error(fmt::format("not a GGUF file (bad magic): {}", path));
+    }
+}
+
+}  // namespace
+
+void set_llama_verbose(bool verbose) {
+    g_llama_verbose = verbose;
+    init_backend_once();
+}
+
+Model::Model(const std::string& path, const ModelOptions& options) : path_(path) {
+    require_gguf_file(path);
+    init_backend_once();
+    llama_model_params params = llama_model_default_params();
+    params.n_gpu_layers = options.gpu_layers;
+    model_ = llama_model_load_from_file(path.c_str(), params);
+    if (model_ == nullptr) {
+        throw Error(fmt::format("failed to load model (truncated or corrupt GGUF?): {}", path));
+    }
+    vocab_ = llama_model_get_vocab(model_);
+}
+
+Model::~Model() { llama_model_free(model_); }
+
+int32_t Model::n_vocab() const { return llama_vocab_n_tokens(vocab_); }
+int32_t Model::n_embd() const { return llama_model_n_embd(model_); }
+uint64_t Model::n_params() const { return llama_model_n_params(model_); }
+
+std::vector<int32_t> Model::tokenize(const std::string& text, bool add_bos) const {
+    // A token never covers less than one byte, so text.size() + 2 (BOS, EOS) always suffices.
+    std::vector<llama_token> tokens(text.size() + 2);
+    const int32_t n = llama_tokenize(vocab_, text.data(), static_cast<int32_t>(text.size()), tokens.data(),
+                                     static_cast<int32_t>(tokens.size()), add_bos, /*parse_special=*/false);
+    if (n < 0) throw Error("tokenization failed");
+    tokens.resize(n);
+    return tokens;
+}
+
+std::string Model::piece(int32_t token) const {
+    char buf[256];
+    const int32_t n = llama_token_to_piece(vocab_, token, buf, sizeof buf, /*lstrip=*/0, /*special=*/false);
+    if (n < 0) {
+        std::string big(static_cast<size_t>(-n), '\0');
+        llama_token_to_piece(vocab_, token, big.data(), -n, 0, false);
+        return big;
+    }
+    return std::string(buf, static_cast<size_t>(n));
+}
+
+bool Model::is_end_of_generation(int32_t token) const { return llama_vocab_is_eog(vocab_, token); }
+
+void require_same_vocabulary(const Model& target, const Model& draft) {
+    const llama_vocab* tv = target.vocab();
+    const llama_vocab* dv = draft.vocab();
+    const auto mismatch = [&](const std::string& what) {
+        return Error(fmt::format("draft and target vocabularies differ ({}): {} vs {}", what, draft.path(),
+                                 target.path()));
+    };
+    if (target.n_vocab() != draft.n_vocab()) {
+        throw mismatch(fmt::format("size {} vs {}", draft.n_vocab(), target.n_vocab()));
+    }
+    if (llama_vocab_bos(tv) != llama_vocab_bos(dv)) throw mismatch("BOS token");
+    if (llama_vocab_eos(tv) != llama_vocab_eos(dv)) throw mismatch("EOS token");
+    for (int32_t t = 0; t < target.n_vocab(); ++t) {
+        if (std::strcmp(llama_vocab_get_text(tv, t), llama_vocab_get_text(dv, t)) != 0) {
+            throw mismatch(fmt::format("text of token {}", t));
+        }
+    }
+}
+
+}  // namespace klspec

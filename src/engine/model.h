@@ -1,0 +1,50 @@
+// A GGUF model loaded through llama.cpp, and the checks that make a draft/target pair usable.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+struct llama_model;
+struct llama_vocab;
+
+namespace klspec {
+
+struct ModelOptions {
+    int32_t gpu_layers = 0;  // layers offloaded to a GPU backend, when one is built in
+};
+
+class Model {
+public:
+    // Throws klspec::Error with a one-line reason for a missing, non-GGUF or unloadable file.
+    Model(const std::string& path, const ModelOptions& options = {});
+    ~Model();
+    Model(const Model&) = delete;
+    Model& operator=(const Model&) = delete;
+
+    const std::string& path() const { return path_; }
+    llama_model* get() const { return model_; }
+    const llama_vocab* vocab() const { return vocab_; }
+    int32_t n_vocab() const;
+    int32_t n_embd() const;
+    uint64_t n_params() const;
+
+    std::vector<int32_t> tokenize(const std::string& text, bool add_bos) const;
+    std::string piece(int32_t token) const;  // the token's text as it appears in output
+    bool is_end_of_generation(int32_t token) const;
+
+private:
+    std::string path_;
+    llama_model* model_ = nullptr;
+    const llama_vocab* vocab_ = nullptr;
+};
+
+// Throws klspec::Error unless draft and target share the vocabulary: same size, identical token
+// texts, same BOS/EOS (DESIGN.md, "Model pairs").
+void require_same_vocabulary(const Model& target, const Model& draft);
+
+// Routes llama.cpp's log output: silent (errors only) unless verbose.
+void set_llama_verbose(bool verbose);
+
+}  // namespace klspec

@@ -1,0 +1,90 @@
+// Bad input to the CLI gives one clear error line and a non-zero exit, never a crash.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "core/error.h"
+#include "engine/model.h"
+#include "test_support.h"
+
+namespace klspec {
+namespace {
+
+std::string generate_cmd(const std::string& args) { return test::kCli + " generate " + args; }
+
+void expect_one_line_error(const test::CommandResult& r, const std::string& phrase) {
+    EXPECT_NE(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.exit_code, -1) << "killed by a signal: " << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+    EXPECT_NE(r.output.find(phrase), std::string::npos) << "expected '" << phrase << "' in: " << r.output;
+}
+
+std::string read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+    std::ofstream(path, std::ios::binary) << bytes;
+}
+
+TEST(BadInput, MissingModelFile) {
+    expect_one_line_error(test::run_command(generate_cmd("-m /nonexistent/model.gguf -p hi")), "does not exist");
+    EXPECT_THROW(Model("/nonexistent/model.gguf"), Error);
+}
+
+TEST(BadInput, NotAGgufFile) {
+    const std::string path = test::temp_path("not-a-model.gguf");
+    write_file(path, "this is a text file, not a model\n");
+    expect_one_line_error(test::run_command(generate_cmd("-m " + path + " -p hi")), "not a GGUF file");
+}
+
+TEST(BadInput, TruncatedGguf) {
+    const std::string bytes = read_file(test::kTargetModel);
+    ASSERT_GT(bytes.size(), 1000u);
+    const std::string path = test::temp_path("truncated.gguf");
+    write_file(path, bytes.substr(0, bytes.size() / 2));
+    expect_one_line_error(test::run_command(generate_cmd("-m " + path + " -p hi")), "failed to load model");
+}
+
+// A draft whose vocabulary differs in one token text: the model file with " Lily" renamed
+// " Lilo" in place (same length, so the GGUF stays valid).
+TEST(BadInput, MismatchedVocabulary) {
+    std::string bytes = read_file(test::kTargetModel);
+    const std::string token_text = "\xe2\x96\x81Lily";  // SentencePiece's "▁Lily"
+    const size_t at = bytes.find(token_text);
+    ASSERT_NE(at, std::string::npos);
+    bytes[at + token_text.size() - 1] = 'o';
+    const std::string path = test::temp_path("other-vocab.gguf");
+    write_file(path, bytes);
+    expect_one_line_error(
+        test::run_command(generate_cmd("-m " + test::kTargetModel + " -md " + path + " -p hi")),
+        "vocabularies differ");
+}
+
+TEST(BadInput, PromptLongerThanContext) {
+    expect_one_line_error(
+        test::run_command(generate_cmd("-m " + test::kTargetModel + " -c 16 -p 'Once upon a time there was a "
+                                       "little girl named Lily who liked to play in the park with her dog'")),
+        "context");
+}
+
+TEST(BadInput, NonPositiveDraftMax) {
+    expect_one_line_error(
+        test::run_command(generate_cmd("-m " + test::kTargetModel + " -md " + test::kDraftQ8 + " --draft-max 0 -p hi")),
+        "draft-max");
+}
+
+TEST(BadInput, NegativeTemperature) {
+    expect_one_line_error(test::run_command(generate_cmd("-m " + test::kTargetModel + " --temp -1 -p hi")),
+                          "temperature");
+}
+
+TEST(BadInput, UnknownFlag) {
+    expect_one_line_error(test::run_command(generate_cmd("-m " + test::kTargetModel + " --bogus -p hi")), "--bogus");
+}
+
+}  // namespace
+}  // namespace klspec

@@ -1,0 +1,70 @@
+#include "test_support.h"
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+#include <sys/wait.h>
+
+#include <nlohmann/json.hpp>
+
+namespace klspec::test {
+
+std::vector<std::string> story_and_gsm8k_prompts(size_t count) {
+    static const std::vector<std::string> openings = {
+        "Once upon a time",
+        "One day, a little girl named Lily",
+        "Tom and his dog went to the park.",
+        "The sun was shining and the birds",
+        "There was a big red ball in the garden.",
+        "Sara wanted to bake a cake for her mom.",
+        "Ben found a shiny stone",
+        "The cat was sad because",
+        "Once there was a small boat",
+        "Mia liked to draw pictures of",
+        "In the forest lived a kind old bear",
+        "Tim had a toy car that he loved.",
+        "It was a rainy day, so",
+        "The little bird could not fly",
+        "Anna and Max were best friends.",
+        "A frog sat on a log and",
+        "Lily saw a butterfly in the sky.",
+        "The king had a golden crown",
+        "Every morning, the farmer",
+        "Jack wanted to climb the tall tree.",
+        "The dog barked at the mailman",
+        "Sue went to the store with her dad.",
+        "Once upon a time, there was a happy dragon",
+        "The children played in the snow",
+        "Grandma told a story about",
+    };
+    std::vector<std::string> prompts(openings.begin(), openings.begin() + std::min(count, openings.size()));
+    std::ifstream gsm8k(std::string(KLSPEC_SHARED_DIR) + "/datasets/gsm8k/test.jsonl");
+    if (!gsm8k) throw std::runtime_error("cannot open ../shared/datasets/gsm8k/test.jsonl");
+    std::string line;
+    for (size_t i = 0; i < count && std::getline(gsm8k, line); ++i) {
+        prompts.push_back(nlohmann::json::parse(line).at("question").get<std::string>());
+    }
+    return prompts;
+}
+
+CommandResult run_command(const std::string& command_line) {
+    CommandResult result;
+    FILE* pipe = popen((command_line + " 2>&1").c_str(), "r");
+    if (pipe == nullptr) throw std::runtime_error("popen failed");
+    std::array<char, 4096> buf{};
+    size_t n;
+    while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) result.output.append(buf.data(), n);
+    const int status = pclose(pipe);
+    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return result;
+}
+
+std::string temp_path(const std::string& name) {
+    const auto dir = std::filesystem::temp_directory_path() / "klspec-tests";
+    std::filesystem::create_directories(dir);
+    return (dir / name).string();
+}
+
+}  // namespace klspec::test

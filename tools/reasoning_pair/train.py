@@ -1,0 +1,204 @@
+"""Train a small Llama on generated arithmetic word problems (tok512 tokens), resumably.
+
+  /usr/bin/python3 train.py --run target-v1 --preset target-small
+
+Re-running the same command resumes from ~/.cache/klspec/train/<run>/ckpt.pt. Every --eval-every
+tokens it measures greedy accuracy on validation problems and appends a row to
+models/<run>.curve.csv in the repository.
+
+Batches: whole problems ("<s> Q: ... A: ... The answer is N.</s>") packed into rows of --seq-len
+tokens; attention is block-diagonal per problem and positions restart at 0 for each problem, so
+training sees exactly what llama.cpp sees at inference (BOS at position 0, nothing before it).
+The problems of step s come from a generator seeded by (run seed, s), so resuming needs no data state.
+"""
+import argparse
+import csv
+import os
+import random
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+import taskgen  # noqa: E402
+from model import PRESETS, Config, Llama, config_dict  # noqa: E402
+from tok512 import BOS_ID, EOS_ID, Tok512  # noqa: E402
+
+IGNORE = -100
+
+
+def encode_problem(tok, question, answer):
+    """(ids, n_prompt): BOS + question (with SentencePiece's dummy prefix, as llama.cpp tokenizes a
+    prompt) + answer (continuing after "A:", so no second prefix) + EOS."""
+    q = [BOS_ID] + tok.encode(question)
+    return q + tok.encode(" " + answer, add_prefix_space=False) + [EOS_ID], len(q)
+
+
+def make_batch(tok, seed, step, batch_size, seq_len, answer_only):
+    """Rows of packed whole problems. Returns idx, targets, pos, mask, answer_targets."""
+    gen = taskgen.problems("train", seed=f"{seed}:{step}")
+    idx = torch.zeros(batch_size, seq_len, dtype=torch.long)
+    tgt = torch.full((batch_size, seq_len), IGNORE, dtype=torch.long)
+    ans = torch.full((batch_size, seq_len), IGNORE, dtype=torch.long)
+    pos = torch.zeros(batch_size, seq_len, dtype=torch.long)
+    doc = torch.full((batch_size, seq_len), -1, dtype=torch.long)
+    pending = None
+    for b in range(batch_size):
+        t, d = 0, 0
+        while True:
+            if pending is None:
+                q, a, _ = next(gen)
+                pending = encode_problem(tok, q, a)
+            ids, n_prompt = pending
+            if t + len(ids) > seq_len:
+                break  # carried over to the next row
+            pending = None
+            L = len(ids)
+            idx[b, t:t + L] = torch.tensor(ids)
+            tgt[b, t:t + L - 1] = torch.tensor(ids[1:])
+            ans[b, t + n_prompt - 1:t + L - 1] = torch.tensor(ids[n_prompt:])  # answer tokens only
+            pos[b, t:t + L] = torch.arange(L)
+            doc[b, t:t + L] = d
+            t, d = t + L, d + 1
+    same_doc = (doc[:, :, None] == doc[:, None, :]) & (doc[:, :, None] >= 0)
+    mask = (same_doc & torch.ones(seq_len, seq_len, dtype=torch.bool).tril())[:, None]
+    mask |= torch.eye(seq_len, dtype=torch.bool)  # padding rows attend to themselves (no NaN)
+    return idx, (ans if answer_only else tgt), pos, mask, ans
+
+
+@torch.no_grad()
+def evaluate(model, tok, problems, max_new=96, batch=50):
+    """Greedy accuracy and mean answer-token loss on (question, answer, final) triples."""
+    model.eval()
+    correct, loss_sum, n_tok = 0, 0.0, 0
+    for i in range(0, len(problems), batch):
+        chunk = problems[i:i + batch]
+        prompts = [[BOS_ID] + tok.encode(q) for q, _, _ in chunk]
+        for out, (_, _, final) in zip(model.greedy(prompts, max_new, EOS_ID), chunk):
+            correct += taskgen.is_correct(tok.decode(out), final)
+        for q, a, _ in chunk:
+            ids, n_prompt = encode_problem(tok, q, a)
+            x = torch.tensor([ids[:-1]])
+            T = x.shape[1]
+            logits = model(x, torch.arange(T)[None], torch.ones(T, T, dtype=torch.bool).tril()[None, None])
+            loss_sum += F.cross_entropy(logits[0, n_prompt - 1:], torch.tensor(ids[n_prompt:]),
+                                        reduction="sum").item()
+            n_tok += len(ids) - n_prompt
+    model.train()
+    return correct / len(problems), loss_sum / n_tok
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--run", required=True, help="run name: checkpoint dir and curve file name")
+    ap.add_argument("--preset", choices=sorted(PRESETS), default="target-small")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--seq-len", type=int, default=256)
+    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--warmup-steps", type=int, default=200)
+    ap.add_argument("--weight-decay", type=float, default=0.1)
+    ap.add_argument("--loss", choices=["all", "answer"], default="all",
+                    help="train on every token, or only on answer tokens (after 'A:')")
+    ap.add_argument("--max-tokens", type=float, default=1e12, help="stop after this many tokens seen")
+    ap.add_argument("--eval-every", type=float, default=1e6, help="tokens between validation evals")
+    ap.add_argument("--eval-problems", type=int, default=200)
+    ap.add_argument("--ckpt-minutes", type=float, default=5.0)
+    ap.add_argument("--threads", type=int, default=1, help="keep 1: the other core builds C++")
+    ap.add_argument("--ckpt-root", default=os.path.expanduser("~/.cache/klspec/train"))
+    ap.add_argument("--curve-dir", default=os.path.join(REPO, "models"))
+    args = ap.parse_args()
+
+    torch.set_num_threads(args.threads)
+    torch.set_num_interop_threads(1)
+    run_dir = os.path.join(args.ckpt_root, args.run)
+    os.makedirs(run_dir, exist_ok=True)
+    os.makedirs(args.curve_dir, exist_ok=True)
+    ckpt_path = os.path.join(run_dir, "ckpt.pt")
+    curve_path = os.path.join(args.curve_dir, f"{args.run}.curve.csv")
+    log = open(os.path.join(run_dir, "log.txt"), "a", buffering=1)
+
+    def say(msg):
+        line = time.strftime("%H:%M:%S ") + msg
+        print(line, flush=True)
+        log.write(line + "\n")
+
+    tok = Tok512()
+    config = PRESETS[args.preset]
+    torch.manual_seed(args.seed)
+    model = Llama(config)
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=args.lr, betas=(0.9, 0.95))
+    step, tokens_seen, wall, next_eval = 0, 0, 0.0, 0
+    if os.path.exists(ckpt_path):
+        ck = torch.load(ckpt_path)
+        if ck["config"] != config_dict(config):
+            sys.exit(f"{ckpt_path} has config {ck['config']}, not preset {args.preset}")
+        model.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["opt"])
+        step, tokens_seen, wall, next_eval = ck["step"], ck["tokens_seen"], ck["wall"], ck["next_eval"]
+        torch.set_rng_state(ck["torch_rng"])
+        say(f"resumed {args.run} at step {step}, {tokens_seen} tokens, {wall:.0f} s")
+    else:
+        say(f"new run {args.run}: {args.preset} {config_dict(config)}, {model.n_params()} params, args {vars(args)}")
+
+    val = taskgen.take("validation", args.eval_problems)
+
+    def save():
+        tmp = ckpt_path + ".tmp"
+        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
+                    "tokens_seen": tokens_seen, "wall": wall, "next_eval": next_eval,
+                    "torch_rng": torch.get_rng_state(), "config": config_dict(config),
+                    "preset": args.preset, "args": vars(args)}, tmp)
+        os.replace(tmp, ckpt_path)  # atomic: a kill mid-save never leaves a broken checkpoint
+
+    last_save, loss_avg, t_win, tok_win = time.time(), None, time.time(), 0
+    while tokens_seen < args.max_tokens:
+        t0 = time.time()
+        if tokens_seen >= next_eval:
+            acc, ans_loss = evaluate(model, tok, val)
+            new_file = not os.path.exists(curve_path)
+            with open(curve_path, "a", newline="") as f:
+                w = csv.writer(f)
+                if new_file:
+                    w.writerow(["tokens_seen", "train_loss", "val_accuracy", "val_answer_loss", "wall_seconds", "step"])
+                w.writerow([tokens_seen, f"{loss_avg:.4f}" if loss_avg is not None else "",
+                            f"{acc:.3f}", f"{ans_loss:.4f}", f"{wall:.0f}", step])
+            say(f"eval step {step} tokens {tokens_seen}: val acc {acc:.3f} answer loss {ans_loss:.4f} ({time.time() - t0:.0f} s)")
+            next_eval = tokens_seen + args.eval_every
+            t0 = time.time()
+
+        lr = args.lr * min(1.0, (step + 1) / args.warmup_steps)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        idx, tgt, pos, mask, _ = make_batch(tok, args.seed, step, args.batch_size, args.seq_len, args.loss == "answer")
+        logits = model(idx, pos, mask)
+        loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), tgt.view(-1), ignore_index=IGNORE)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        n = int((idx != 0).sum())  # real (non-padding) tokens
+        tokens_seen += n
+        tok_win += n
+        loss_avg = loss.item() if loss_avg is None else 0.98 * loss_avg + 0.02 * loss.item()
+        wall += time.time() - t0
+        if step % 50 == 0:
+            say(f"step {step} tokens {tokens_seen} loss {loss_avg:.4f} lr {lr:.2e} {tok_win / (time.time() - t_win):.0f} tok/s")
+            t_win, tok_win = time.time(), 0
+        if time.time() - last_save > args.ckpt_minutes * 60:
+            save()
+            last_save = time.time()
+    save()
+    say("done")
+
+
+if __name__ == "__main__":
+    main()
