@@ -8,6 +8,9 @@
 #   KLSPEC_CACHE        cache root (default: ${XDG_CACHE_HOME:-$HOME/.cache}/klspec)
 #   KLSPEC_CUDA=ON      build the ggml CUDA backend as well (default OFF)
 #   KLSPEC_NATIVE=OFF   do not tune for this CPU (default ON)
+#   KLSPEC_LLAMAFILE=ON use llamafile's sgemm for batched matmuls (default OFF: it is faster for batches but
+#                       computes a batch's logits in another summation order than a single token's, so greedy
+#                       speculative decoding is no longer token-for-token identical to target-only decoding)
 set -euo pipefail
 
 NPM_PACKAGE="node-llama-cpp@3.22.1"
@@ -17,7 +20,9 @@ TOOLS=(llama-quantize llama-simple llama-speculative-simple)
 cache_root="${KLSPEC_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/klspec}"
 cuda="${KLSPEC_CUDA:-OFF}"
 native="${KLSPEC_NATIVE:-ON}"
+llamafile="${KLSPEC_LLAMAFILE:-OFF}"
 cmake_flags=(-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DGGML_NATIVE="$native" -DGGML_CUDA="$cuda"
+             -DGGML_LLAMAFILE="$llamafile"
              -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF)
 flags_key=$(printf '%s ' "${cmake_flags[@]}" "$(uname -m)" | sha256sum | cut -c1-10)
 dest="$cache_root/llama.cpp-${LLAMA_COMMIT:0:12}-$flags_key"

@@ -24,7 +24,8 @@ ModelContext::ModelContext(const Model& model, const ContextOptions& options)
     params.no_perf = true;
     ctx_ = llama_init_from_model(model.get(), params);
     if (ctx_ == nullptr) throw Error(fmt::format("failed to create a llama.cpp context for {}", model.path()));
-    n_ctx_ = static_cast<int32_t>(llama_n_ctx(ctx_));
+    // llama.cpp may round the context up; the caller's limit is the one to honour.
+    n_ctx_ = std::min(options.n_ctx, static_cast<int32_t>(llama_n_ctx(ctx_)));
     n_batch_ = static_cast<int32_t>(llama_n_batch(ctx_));
     batch_ = llama_batch_init(n_batch_, 0, 1);
 }

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -15,15 +16,24 @@ namespace klspec {
 namespace {
 
 bool g_llama_verbose = false;
+// The first error llama.cpp logged since the last clear: the reason behind a failed call, folded
+// into klspec's own one-line message instead of being printed separately.
+thread_local std::string g_llama_error;
 
-void log_to_stderr(ggml_log_level level, const char* text, void*) {
-    if (g_llama_verbose || level == GGML_LOG_LEVEL_ERROR) std::fputs(text, stderr);
+void log_llama(ggml_log_level level, const char* text, void*) {
+    if (g_llama_verbose) std::fputs(text, stderr);
+    if (level == GGML_LOG_LEVEL_ERROR && g_llama_error.empty()) {
+        g_llama_error = text;
+        while (!g_llama_error.empty() && (g_llama_error.back() == '\n' || g_llama_error.back() == ' ')) {
+            g_llama_error.pop_back();
+        }
+    }
 }
 
 void init_backend_once() {
     static std::once_flag once;
     std::call_once(once, [] {
-        llama_log_set(log_to_stderr, nullptr);
+        llama_log_set(log_llama, nullptr);
         llama_backend_init();
     });
 }
@@ -52,9 +62,11 @@ Model::Model(const std::string& path, const ModelOptions& options) : path_(path)
     init_backend_once();
     llama_model_params params = llama_model_default_params();
     params.n_gpu_layers = options.gpu_layers;
+    g_llama_error.clear();
     model_ = llama_model_load_from_file(path.c_str(), params);
     if (model_ == nullptr) {
-        throw Error(fmt::format("failed to load model (truncated or corrupt GGUF?): {}", path));
+        throw Error(fmt::format("failed to load model {}: {}", path,
+                                g_llama_error.empty() ? "truncated or corrupt GGUF?" : g_llama_error));
     }
     vocab_ = llama_model_get_vocab(model_);
 }
