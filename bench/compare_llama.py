@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""klspec against llama.cpp's own programs from the same pinned build, on the same models and prompts.
+
+Speculative: `klspec generate -md` vs `llama-speculative-simple --spec-type draft-simple`, greedy, same gamma.
+Target-only: `klspec generate` vs `llama-simple`. Runs are interleaved (klspec, llama.cpp, klspec, ...)
+so that machine noise hits both alike; the report is the ratio of median decode tokens/s.
+"""
+import argparse
+import json
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PROMPTS = [
+    "Once upon a time",
+    "Tom and his dog went to the park.",
+    "Lily saw a butterfly in the sky.",
+    "The little bird could not fly",
+    "Sara wanted to bake a cake for her mom.",
+    "Ben found a shiny stone",
+]
+LLAMA_DECODED = re.compile(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds")
+LLAMA_ACCEPT = re.compile(r"accept\s+=\s+([\d.]+)%")
+LLAMA_EVAL = re.compile(r"eval time =\s+([\d.]+) ms /\s+(\d+) runs")
+
+
+def run(cmd):
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"bench: command failed ({done.returncode}): {' '.join(cmd)}\n{done.stderr[-2000:]}")
+    return done
+
+
+# llama-simple has no thread flag: it runs ggml's default GGML_DEFAULT_N_THREADS = 4, so klspec does too there.
+LLAMA_SIMPLE_THREADS = 4
+
+
+def klspec_run(args, prompt, draft, threads):
+    cmd = [str(args.klspec), "generate", "-m", str(args.target), "-p", prompt, "-n", str(args.n),
+           "-t", str(threads), "--draft-max", str(args.gamma), "--json"]
+    if draft:
+        cmd += ["-md", str(draft)]
+    stats = json.loads(run(cmd).stdout)["stats"]
+    return stats["tokens_per_second"], stats["acceptance_rate"]
+
+
+def llama_speculative_run(args, prompt, draft):
+    # Its asynchronous logger sometimes exits before printing the final statistics; such a run is
+    # repeated (its report, not its speed, was lost).
+    for _ in range(8):
+        done = run([str(args.llama_bin / "llama-speculative-simple"), "-m", str(args.target), "-md", str(draft),
+                    "-p", prompt, "-n", str(args.n), "-t", str(args.threads), "--temp", "0",
+                    "--spec-type", "draft-simple", "--spec-draft-n-max", str(args.gamma), "--spec-draft-n-min", "0"])
+        log = done.stdout + done.stderr
+        decoded, accept = LLAMA_DECODED.search(log), LLAMA_ACCEPT.search(log)
+        if decoded and accept:
+            tokens, seconds = decoded.groups()
+            return int(tokens) / float(seconds), float(accept.group(1)) / 100
+    sys.exit("bench: llama-speculative-simple never printed its statistics")
+
+
+def llama_simple_run(args, prompt):
+    done = run([str(args.llama_bin / "llama-simple"), "-m", str(args.target), "-n", str(args.n), prompt])
+    err = done.stdout + done.stderr
+    ms, runs = LLAMA_EVAL.search(err).groups()
+    return int(runs) / (float(ms) / 1000), None
+
+
+def compare(name, ours, theirs, args):
+    ours_tps, theirs_tps, ours_acc, theirs_acc = [], [], [], []
+    for _ in range(args.repeats):
+        for prompt in PROMPTS:
+            tps, acc = ours(prompt)
+            ours_tps.append(tps)
+            ours_acc.append(acc)
+            tps, acc = theirs(prompt)
+            theirs_tps.append(tps)
+            theirs_acc.append(acc)
+    row = {"case": name, "klspec_tps": statistics.median(ours_tps), "llama_tps": statistics.median(theirs_tps)}
+    row["ratio"] = row["klspec_tps"] / row["llama_tps"]
+    if theirs_acc[0] is not None:
+        row["klspec_acceptance"] = statistics.mean(ours_acc)
+        row["llama_acceptance"] = statistics.mean(theirs_acc)
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--klspec", type=Path, default=ROOT / "build" / "klspec")
+    parser.add_argument("--llama-bin", type=Path, required=True, help="bin/ of the pinned llama.cpp install")
+    parser.add_argument("--target", type=Path, default=ROOT.parent / "shared/models/stories260K/stories260K.gguf")
+    parser.add_argument("--drafts", type=Path, nargs="+",
+                        default=[ROOT / "build/models/stories260K-q8_0.gguf", ROOT / "build/models/stories260K-q4_0.gguf"])
+    parser.add_argument("-n", type=int, default=128, help="tokens per generation")
+    parser.add_argument("--gamma", type=int, default=16)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=3, help="passes over the prompts")
+    args = parser.parse_args()
+
+    for draft in args.drafts:
+        compare(f"speculative {draft.name} gamma={args.gamma}",
+                lambda p, d=draft: klspec_run(args, p, d, args.threads), lambda p, d=draft: llama_speculative_run(args, p, d), args)
+    compare("target-only", lambda p: klspec_run(args, p, None, LLAMA_SIMPLE_THREADS), lambda p: llama_simple_run(args, p), args)
+
+
+if __name__ == "__main__":
+    main()
