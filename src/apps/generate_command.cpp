@@ -37,8 +37,10 @@ void run_generate(const GenerateOptions& options) {
     const Model target(options.run.target_path);
     std::unique_ptr<Model> draft;
     if (!options.run.draft_path.empty()) draft = std::make_unique<Model>(options.run.draft_path);
-    SpeculativeDecoder decoder(target, draft.get(), options.run.context);
-    VanillaJudge judge;
+    const std::unique_ptr<Judge> judge = make_judge(options.run.judge);
+    ContextOptions context = options.run.context;
+    context.hidden_states = judge->needs_hidden_states();
+    SpeculativeDecoder decoder(target, draft.get(), context);
 
     const std::string prompt = read_prompt(options);
     TextCallback print_text;
@@ -49,13 +51,13 @@ void run_generate(const GenerateOptions& options) {
             std::fflush(stdout);
         };
     }
-    const GenerationResult result = decoder.generate(prompt, options.run.generation, judge, print_text);
+    const GenerationResult result = decoder.generate(prompt, options.run.generation, *judge, print_text);
 
     if (options.json) {
         nlohmann::json out = {{"text", result.text},
                               {"tokens", result.tokens},
                               {"stop_reason", to_string(result.stop_reason)},
-                              {"judge", judge.name()},
+                              {"judge", judge->name()},
                               {"stats", stats_to_json(result.stats)}};
         std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     } else {

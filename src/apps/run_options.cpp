@@ -1,6 +1,9 @@
 #include "apps/run_options.h"
 
 #include <cstring>
+#include <string>
+
+#include <fmt/format.h>
 
 namespace klspec {
 
@@ -26,6 +29,18 @@ void add_run_options(CLI::App& app, RunOptions& options) {
         ->capture_default_str()->check(CLI::PositiveNumber);
     app.add_option("-t,--threads", options.context.n_threads, "CPU threads (0 = all)")
         ->capture_default_str()->check(CLI::NonNegativeNumber);
+    std::string rules;
+    for (const JudgeRuleInfo& rule : judge_rules()) rules += fmt::format("\n  {}: {}", rule.name, rule.summary);
+    app.add_option("--judge", options.judge.rule, "Verification rule; every rule accepts d_i if relaxed(i), else applies"
+                                                  " the lossless vanilla test:" + rules)
+        ->capture_default_str();
+    app.add_option("--judge-threshold", options.judge.threshold,
+                   "Threshold tau of the kl, entropy and autojudge rules");
+    app.add_option("--judge-topk", options.judge.topk, "K of the topk rule");
+    app.add_option("--confidence-mask", options.judge.confidence_mask,
+                   "kl rule: relax only where the target's top probability is <= m (1 disables the mask)")
+        ->capture_default_str();
+    app.add_option("--judge-head", options.judge.head_path, "AutoJudge head file (JSON, see docs/autojudge-head.md)");
     app.add_flag("-v,--verbose", options.verbose, "Show llama.cpp's own log output");
 }
 

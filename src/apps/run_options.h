@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "core/judge_factory.h"
 #include "engine/speculative_decoder.h"
 
 namespace klspec {
@@ -15,6 +16,7 @@ struct RunOptions {
     std::string draft_path;  // empty: target-only
     ContextOptions context;
     GenerationOptions generation;
+    JudgeOptions judge;
     bool verbose = false;
 };
 

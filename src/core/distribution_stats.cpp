@@ -1,140 +1,200 @@
 #include "core/distribution_stats.h"
 
 #include <algorithm>
-#include <array>
-#include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
-#include <numeric>
+
+#if defined(__GNUC__) && !defined(__clang__)
+// The vector helpers below pass 64-byte vectors by value; GCC warns that their ABI differs without
+// AVX-512. They are internal to this file, so no caller across an ABI boundary can exist.
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
 
 namespace klspec {
 namespace {
 
+// The kernels work on 16 floats at a time with GCC/Clang vector extensions: one code path that compiles
+// to AVX-512, two AVX2 registers or four SSE ones, whatever the target has.
+constexpr size_t kWidth = 16;
+using FloatVec = float __attribute__((vector_size(kWidth * sizeof(float))));
+using IntVec = int32_t __attribute__((vector_size(kWidth * sizeof(int32_t))));
+using DoubleVec = double __attribute__((vector_size(kWidth / 2 * sizeof(double))));
+
 constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
-constexpr float kInf = std::numeric_limits<float>::infinity();
 
-// The loops below keep kLanes independent accumulators and combine them at the end: that lets the
-// compiler vectorize the reductions without -ffast-math (which would let it reorder float sums).
-// 16 floats fill one AVX-512 register or two AVX2 ones.
-constexpr size_t kLanes = 16;
+FloatVec broadcast(float value) { return FloatVec{} + value; }
 
-template <typename T>
-using Lanes = std::array<T, kLanes>;
-
-// Calls body(i, lane) for every index; lane-blocked so that the body's per-lane updates vectorize.
-template <typename Body>
-inline void for_each_in_lanes(size_t n, Body&& body) {
-    size_t i = 0;
-    for (; i + kLanes <= n; i += kLanes)
-        for (size_t lane = 0; lane < kLanes; ++lane) body(i + lane, lane);
-    for (; i < n; ++i) body(i, size_t{0});
+// Elements i..i+kWidth of `row`; past the end the vector is padded with -inf, which every kernel below
+// treats as probability 0.
+FloatVec load(std::span<const float> row, size_t i) {
+    FloatVec v;
+    if (i + kWidth <= row.size()) {
+        std::memcpy(&v, row.data() + i, sizeof v);
+        return v;
+    }
+    float padded[kWidth];
+    std::fill(std::begin(padded), std::end(padded), kMinusInf);
+    std::copy(row.begin() + static_cast<std::ptrdiff_t>(i), row.end(), padded);
+    std::memcpy(&v, padded, sizeof v);
+    return v;
 }
 
-template <typename T>
-T lane_sum(const Lanes<T>& lanes) {
-    return std::accumulate(lanes.begin(), lanes.end(), T{0});
+FloatVec max(const FloatVec& x, const FloatVec& y) { return x > y ? x : y; }
+FloatVec min(const FloatVec& x, const FloatVec& y) { return x < y ? x : y; }
+
+float horizontal_max(const FloatVec& v) {
+    float m = v[0];
+    for (size_t k = 1; k < kWidth; ++k) m = std::max(m, v[k]);
+    return m;
 }
 
-float lane_max(const Lanes<float>& lanes) { return *std::max_element(lanes.begin(), lanes.end()); }
+float horizontal_min(const FloatVec& v) {
+    float m = v[0];
+    for (size_t k = 1; k < kWidth; ++k) m = std::min(m, v[k]);
+    return m;
+}
 
-// exp(x) for x <= 0, branch-free so that loops calling it vectorize (std::exp is a library call and
-// does not). Cephes expf: x = n ln2 + r with |r| <= ln2/2, exp(r) by a degree-7 polynomial, 2^n by
-// building the exponent bits. Relative error about 1e-7 (float rounding); 0 below the normal range.
-inline float exp_nonpositive(float x) {
+// Sums over a row run in float lanes within a block of kBlock elements (cheap: at most 32 terms per
+// lane) and in double across blocks, so that a 150k-token row keeps ~1e-7 relative accuracy.
+constexpr size_t kBlock = 32 * kWidth;
+
+void add_block(DoubleVec& total, const FloatVec& block) {
+    total += __builtin_convertvector(__builtin_shufflevector(block, block, 0, 1, 2, 3, 4, 5, 6, 7), DoubleVec);
+    total += __builtin_convertvector(__builtin_shufflevector(block, block, 8, 9, 10, 11, 12, 13, 14, 15), DoubleVec);
+}
+
+double horizontal_sum(const DoubleVec& v) {
+    double s = 0;
+    for (size_t k = 0; k < kWidth / 2; ++k) s += v[k];
+    return s;
+}
+
+// exp(x) for x <= 0 (std::exp is a library call and does not vectorize). Cephes expf: x = n ln2 + r
+// with |r| <= ln2/2, exp(r) = 1 + r (1 + r P(r)), 2^n by building the exponent bits. Relative error
+// <= 8e-8 over [log(FLT_MIN), 0] (measured against double exp); 0 below it, -inf included (those lanes
+// compute garbage that the final select discards, so no clamp is needed).
+FloatVec exp_nonpositive(const FloatVec& x) {
     constexpr float kLowest = -87.3365448f;  // log(FLT_MIN): below it the result would be subnormal
     constexpr float kLog2e = 1.44269504088896341f;
     constexpr float kLn2Hi = 0.693359375f;  // ln 2 split so that n * kLn2Hi is exact
     constexpr float kLn2Lo = -2.12194440e-4f;
     constexpr float kRoundingShift = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-    const float clamped = std::max(x, kLowest);
-    const float n = (clamped * kLog2e + kRoundingShift) - kRoundingShift;
-    const float r = (clamped - n * kLn2Hi) - n * kLn2Lo;
-    float poly = 1.9875691500e-4f;
+    const FloatVec shifted = x * kLog2e + kRoundingShift;  // n sits in the low mantissa bits
+    const FloatVec n = shifted - kRoundingShift;
+    const FloatVec r = (x - n * kLn2Hi) - n * kLn2Lo;
+    FloatVec poly = broadcast(1.9875691500e-4f);
     poly = poly * r + 1.3981999507e-3f;
     poly = poly * r + 8.3334519073e-3f;
     poly = poly * r + 4.1665795894e-2f;
     poly = poly * r + 1.6666665459e-1f;
     poly = poly * r + 5.0000001201e-1f;
-    const float exp_r = poly * (r * r) + r + 1.0f;
-    const float two_to_n = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
-    return x < kLowest ? 0.0f : exp_r * two_to_n;
+    const FloatVec exp_r = (poly * r + 1.0f) * r + 1.0f;
+    // 2^n: n + 127 (in [1, 127]) into the exponent field; the shift drops the constant's high bits.
+    IntVec n_bits;
+    std::memcpy(&n_bits, &shifted, sizeof n_bits);
+    const IntVec exponent_bits = (n_bits << 23) + (127 << 23);
+    FloatVec two_to_n;
+    std::memcpy(&two_to_n, &exponent_bits, sizeof two_to_n);
+    return x >= kLowest ? exp_r * two_to_n : FloatVec{};
 }
 
 }  // namespace
 
 DistributionStats distribution_stats(std::span<const float> logits) {
+    FloatVec max_lanes = broadcast(kMinusInf);
+    for (size_t i = 0; i < logits.size(); i += kWidth) max_lanes = max(max_lanes, load(logits, i));
+    const float max_logit = horizontal_max(max_lanes);
+
+    // With t = logit - max and e = exp(t): H = log Σe - Σ e·t / Σe, both terms non-negative, so a tiny
+    // entropy has no cancellation. The tokens at the max contribute exactly 1 each and are counted
+    // apart: log Σe = log(count) + log1p(rest / count) keeps the digits of a tiny rest (a peaked
+    // distribution) that 1 + rest would round away.
     const size_t n = logits.size();
-    const float* x = logits.data();
-
-    Lanes<float> max_lanes;
-    max_lanes.fill(kMinusInf);
-    for_each_in_lanes(n, [&](size_t i, size_t lane) { max_lanes[lane] = std::max(max_lanes[lane], x[i]); });
-    const float max_logit = lane_max(max_lanes);
-
-    // With t = logit − max and e = exp(t): Σ e = Z / exp(max), and H = log Σe − Σ e·t / Σ e. Both terms
-    // are non-negative, so the entropy has no cancellation even when it is tiny.
-    Lanes<double> sum_e{};
-    Lanes<double> sum_e_t{};
-    for_each_in_lanes(n, [&](size_t i, size_t lane) {
-        const float t = x[i] - max_logit;
-        const float e = exp_nonpositive(t);
-        sum_e[lane] += e;
-        // max() keeps 0 · (−inf) from forming for −inf logits; e is 0 there anyway.
-        sum_e_t[lane] += e * std::max(t, std::numeric_limits<float>::lowest());
-    });
-    const double total_e = lane_sum(sum_e);
-    const double log_total_e = std::log(total_e);
+    DoubleVec total_below_max{};
+    DoubleVec total_e_t{};
+    IntVec at_max{};
+    for (size_t block = 0; block < n; block += kBlock) {
+        FloatVec below_max{};
+        FloatVec sum_e_t{};
+        for (size_t i = block; i < std::min(n, block + kBlock); i += kWidth) {
+            const FloatVec t = load(logits, i) - max_logit;
+            const FloatVec e = exp_nonpositive(t);
+            const auto is_max = t == 0.0f;
+            below_max += is_max ? FloatVec{} : e;
+            at_max -= is_max;  // a true comparison lane is -1
+            // max() keeps 0 · (-inf) from forming for -inf logits; e is 0 there anyway.
+            sum_e_t += e * max(t, broadcast(std::numeric_limits<float>::lowest()));
+        }
+        add_block(total_below_max, below_max);
+        add_block(total_e_t, sum_e_t);
+    }
+    double count_at_max = 0;
+    for (size_t k = 0; k < kWidth; ++k) count_at_max += at_max[k];
+    const double rest = horizontal_sum(total_below_max);
+    const double total_e = count_at_max + rest;
+    const double log_total_e = std::log(count_at_max) + std::log1p(rest / count_at_max);
     return {
         .log_normalizer = max_logit + log_total_e,
-        .entropy = log_total_e - lane_sum(sum_e_t) / total_e,
-        .max_probability = 1.0 / total_e,  // the max logit has e = 1
+        .entropy = log_total_e - horizontal_sum(total_e_t) / total_e,
+        .max_probability = 1.0 / total_e,
     };
 }
 
 KlStats kl_stats(std::span<const float> target_logits, std::span<const float> draft_logits) {
+    FloatVec max_a = broadcast(kMinusInf);
+    FloatVec max_b = broadcast(kMinusInf);
+    FloatVec min_b = broadcast(0.0f);
+    for (size_t i = 0; i < target_logits.size(); i += kWidth) {
+        max_a = max(max_a, load(target_logits, i));
+        const FloatVec b = load(draft_logits, i);
+        max_b = max(max_b, b);
+        min_b = min(min_b, b);
+    }
+    const float max_target = horizontal_max(max_a);
+    const float max_draft = horizontal_max(max_b);
+
+    // With t = logit - max, e = exp(t) (ta, ea for p; tb, eb for q):
+    //   KL = Σ p (log p - log q) = Σ ea (ta - tb) / Σ ea - log Σ ea + log Σ eb.
     const size_t n = target_logits.size();
-    const float* a = target_logits.data();
-    const float* b = draft_logits.data();
-
-    Lanes<float> max_a;
-    Lanes<float> max_b;
-    max_a.fill(kMinusInf);
-    max_b.fill(kMinusInf);
-    for_each_in_lanes(n, [&](size_t i, size_t lane) {
-        max_a[lane] = std::max(max_a[lane], a[i]);
-        max_b[lane] = std::max(max_b[lane], b[i]);
-    });
-    const float max_target = lane_max(max_a);
-    const float max_draft = lane_max(max_b);
-
-    // With t = logit − max, e = exp(t) (ta, ea for p; tb, eb for q):
-    //   KL = Σ p (log p − log q) = Σ ea (ta − tb) / Σ ea − log Σ ea + log Σ eb.
-    Lanes<double> sum_ea{};
-    Lanes<double> sum_eb{};
-    Lanes<double> sum_ea_dt{};
-    for_each_in_lanes(n, [&](size_t i, size_t lane) {
-        const float ta = a[i] - max_target;
-        const float tb = b[i] - max_draft;
-        const float ea = exp_nonpositive(ta);
-        const float eb = exp_nonpositive(tb);
-        sum_ea[lane] += ea;
-        sum_eb[lane] += eb;
-        // p = 0 contributes 0; q = 0 (a −inf draft logit) under p > 0 makes KL infinite. The product is
-        // only formed where ea > 0, so 0 · inf never appears.
-        const float p_log_ratio = ea > 0.0f ? ea * (ta - tb) : 0.0f;
-        const bool draft_excludes = b[i] == kMinusInf && a[i] != kMinusInf;
-        sum_ea_dt[lane] += draft_excludes ? kInf : p_log_ratio;
-    });
-    const double total_ea = lane_sum(sum_ea);
-    const double total_eb = lane_sum(sum_eb);
-    const double log_total_ea = std::log(total_ea);
-    const double log_total_eb = std::log(total_eb);
+    DoubleVec total_ea{};
+    DoubleVec total_eb{};
+    DoubleVec total_ea_dt{};
+    for (size_t block = 0; block < n; block += kBlock) {
+        FloatVec sum_ea{};
+        FloatVec sum_eb{};
+        FloatVec sum_ea_dt{};
+        for (size_t i = block; i < std::min(n, block + kBlock); i += kWidth) {
+            const FloatVec ta = load(target_logits, i) - max_target;
+            const FloatVec tb = load(draft_logits, i) - max_draft;
+            const FloatVec ea = exp_nonpositive(ta);
+            sum_ea += ea;
+            sum_eb += exp_nonpositive(tb);
+            // p = 0 contributes 0; the product is only formed where ea > 0, so 0 · inf never appears.
+            sum_ea_dt += ea > 0.0f ? ea * (ta - tb) : FloatVec{};
+        }
+        add_block(total_ea, sum_ea);
+        add_block(total_eb, sum_eb);
+        add_block(total_ea_dt, sum_ea_dt);
+    }
+    const double sum_ea = horizontal_sum(total_ea);
+    const double sum_eb = horizontal_sum(total_eb);
     // Rounding can leave a tiny negative value where p == q; KL itself is never negative.
-    const double kl = std::max(0.0, lane_sum(sum_ea_dt) / total_ea - log_total_ea + log_total_eb);
+    double kl = std::max(0.0, horizontal_sum(total_ea_dt) / sum_ea - std::log(sum_ea) + std::log(sum_eb));
+
+    // q = 0 (a -inf draft logit) under p > 0 makes the KL infinite. The sum above catches it where ea > 0
+    // (tb = -inf gives an infinite term); this also catches a p(v) > 0 that underflowed to ea = 0.
+    // -inf draft logits only come from truncation, so the extra pass only runs for truncated rows.
+    if (horizontal_min(min_b) == kMinusInf) {
+        for (size_t v = 0; v < n; ++v) {
+            if (draft_logits[v] == kMinusInf && target_logits[v] != kMinusInf)
+                kl = std::numeric_limits<double>::infinity();
+        }
+    }
     return {
-        .target_log_normalizer = max_target + log_total_ea,
-        .draft_log_normalizer = max_draft + log_total_eb,
-        .target_max_probability = 1.0 / total_ea,
+        .target_log_normalizer = max_target + std::log(sum_ea),
+        .draft_log_normalizer = max_draft + std::log(sum_eb),
+        .target_max_probability = 1.0 / sum_ea,
         .kl = kl,
     };
 }

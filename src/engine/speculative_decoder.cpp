@@ -40,7 +40,7 @@ std::string_view to_string(StopReason reason) {
 }
 
 SpeculativeDecoder::SpeculativeDecoder(const Model& target, const Model* draft, const ContextOptions& options)
-    : target_(target), target_ctx_(target, options) {
+    : target_(target), target_ctx_(target, options), hidden_states_(options.hidden_states) {
     if (draft != nullptr) {
         require_same_vocabulary(target, *draft);
         draft_ctx_ = std::make_unique<ModelContext>(*draft, options);
@@ -88,6 +88,12 @@ GenerationResult SpeculativeDecoder::generate(const std::string& prompt, const G
     const bool shape_target = !options.sampling.greedy();
     std::vector<float> target_rows(shape_target ? (gamma + 1) * n_vocab : 0);  // shaped p_i, filled lazily
     std::vector<float> draft_probs;
+    const bool want_hidden = judge.needs_hidden_states();
+    if (want_hidden && !hidden_states_) {
+        throw Error(fmt::format("the {} rule needs hidden states: create the decoder with "
+                                "ContextOptions::hidden_states", judge.name()));
+    }
+    std::vector<float> draft_hidden;  // h_draft for d_1..d_k, row-major
     std::vector<int32_t> verify_batch;
     drafted.reserve(gamma);
     draft_rows.reserve(gamma * n_vocab);
@@ -107,6 +113,7 @@ GenerationResult SpeculativeDecoder::generate(const std::string& prompt, const G
         start = Clock::now();
         drafted.clear();
         draft_rows.clear();
+        draft_hidden.clear();
         if (n_draft > 0) {
             std::vector<int32_t> catch_up(sequence.begin() + draft_n_past, sequence.end());
             draft_ctx_->decode(catch_up, draft_n_past, Outputs::Last);
@@ -127,9 +134,18 @@ GenerationResult SpeculativeDecoder::generate(const std::string& prompt, const G
                     token = sample_from_weights(draft_probs, rng);
                 }
                 drafted.push_back(token);
-                if (static_cast<int32_t>(drafted.size()) == n_draft || target_.is_end_of_generation(token)) break;
+                const bool last_draft =
+                    static_cast<int32_t>(drafted.size()) == n_draft || target_.is_end_of_generation(token);
+                // The draft's hidden state for d_i comes from its forward over d_i: for d_k that is one
+                // decode more, needed only by judges that read hidden states.
+                if (last_draft && !want_hidden) break;
                 draft_ctx_->decode(std::span<const int32_t>(&token, 1), pos++, Outputs::Last);
                 ++stats.draft_calls;
+                if (want_hidden) {
+                    const std::span<const float> h = draft_ctx_->hidden_state(-1);
+                    draft_hidden.insert(draft_hidden.end(), h.begin(), h.end());
+                }
+                if (last_draft) break;
             }
             draft_n_past = pos;
         }
@@ -157,6 +173,11 @@ GenerationResult SpeculativeDecoder::generate(const std::string& prompt, const G
             p.target_logits = target_logits(i);
             p.draft_logits = std::span<const float>(draft_rows.data() + static_cast<size_t>(i) * n_vocab, n_vocab);
             p.draft_token = drafted[i];
+            if (want_hidden) {
+                const size_t n_embd = static_cast<size_t>(draft_ctx_->model().n_embd());
+                p.draft_hidden = std::span<const float>(draft_hidden.data() + static_cast<size_t>(i) * n_embd, n_embd);
+                p.target_hidden = target_ctx_.hidden_state(i + 1);  // batch index 0 holds `last`
+            }
             return p;
         };
         const StepOutcome outcome = acceptance.run(k, position, target_logits(k), rng);

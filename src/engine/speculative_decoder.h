@@ -51,6 +51,7 @@ private:
     const Model& target_;
     ModelContext target_ctx_;
     std::unique_ptr<ModelContext> draft_ctx_;
+    bool hidden_states_;
 };
 
 }  // namespace klspec

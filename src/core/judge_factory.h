@@ -1,0 +1,39 @@
+// Building the judge a run asked for (DESIGN.md, "The verification rules"), with the checks a user's
+// command line needs: every failure is a klspec::Error with a one-line message.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "core/judge.h"
+
+namespace klspec {
+
+struct JudgeOptions {
+    std::string rule = "vanilla";
+    // τ. Required by kl, target-entropy and draft-entropy (>= 0); optional for autojudge (in [0, 1],
+    // default: the head file's); refused by the other rules.
+    std::optional<double> threshold;
+    // K >= 1; required by topk, refused by the other rules.
+    std::optional<int32_t> topk;
+    // m in (0, 1], used by kl; 1 disables the mask.
+    double confidence_mask = 0.9;
+    // The AutoJudge head file; required by autojudge, refused by the other rules.
+    std::string head_path;
+};
+
+struct JudgeRuleInfo {
+    std::string_view name;
+    std::string_view summary;  // one line for --help
+};
+
+// Every rule make_judge accepts, vanilla first.
+std::span<const JudgeRuleInfo> judge_rules();
+
+std::unique_ptr<Judge> make_judge(const JudgeOptions& options);
+
+}  // namespace klspec

@@ -1,0 +1,178 @@
+// make_judge: every rule, every refused option, and AutoJudge head files good and bad.
+#include "core/judge_factory.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/judges/autojudge.h"
+
+namespace klspec {
+namespace {
+
+std::string write_file(const std::string& name, const std::string& text) {
+    const std::string path = ::testing::TempDir() + name;
+    std::ofstream(path) << text;
+    return path;
+}
+
+// A head where only the second target coordinate matters:
+//   z = 0.25 + 2 · (h_target[1] − 0.5) / 4,  s = σ(z).
+const char* const kHead = R"({
+  "draft_hidden_size": 2,
+  "target_hidden_size": 3,
+  "mean":    [9, 9, 0, 0.5, 0],
+  "scale":   [1, 1, 1, 4, 1],
+  "weights": [0, 0, 0, 2, 0],
+  "bias": 0.25,
+  "threshold": 0.5
+})";
+
+// JudgeOptions field by field (designated initializers that skip fields trip -Wmissing-field-initializers).
+JudgeOptions options(std::string rule, std::optional<double> threshold = std::nullopt,
+                     std::optional<int32_t> topk = std::nullopt, double confidence_mask = 0.9,
+                     std::string head_path = "") {
+    JudgeOptions result;
+    result.rule = std::move(rule);
+    result.threshold = threshold;
+    result.topk = topk;
+    result.confidence_mask = confidence_mask;
+    result.head_path = std::move(head_path);
+    return result;
+}
+
+// The message make_judge throws, or "" if it does not throw.
+std::string error_of(const JudgeOptions& options) {
+    try {
+        make_judge(options);
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+TEST(JudgeFactory, BuildsEveryRule) {
+    const std::string head = write_file("head_ok.json", kHead);
+    const std::vector<JudgeOptions> cases{
+        options("vanilla"),
+        options("kl", 0.3),
+        options("kl", 0.0, std::nullopt, 1.0),
+        options("topk", std::nullopt, 3),
+        options("target-entropy", 2.0),
+        options("draft-entropy", 0.5),
+        options("autojudge", std::nullopt, std::nullopt, 0.9, head),
+        options("autojudge", 0.2, std::nullopt, 0.9, head),
+    };
+    for (const JudgeOptions& judge_options : cases) {
+        const auto judge = make_judge(judge_options);
+        EXPECT_EQ(judge->name(), judge_options.rule);
+        EXPECT_EQ(judge->needs_hidden_states(), judge_options.rule == "autojudge");
+    }
+    size_t listed = 0;
+    for (const JudgeRuleInfo& info : judge_rules()) {
+        EXPECT_FALSE(info.summary.empty());
+        ++listed;
+    }
+    EXPECT_EQ(listed, 6u);
+}
+
+TEST(JudgeFactory, RefusesBadOptions) {
+    const std::string head = write_file("head_ok.json", kHead);
+    const std::vector<std::pair<JudgeOptions, std::string>> cases{
+        {options("bogus"), "unknown judge 'bogus'"},
+        {options("kl"), "needs a threshold"},
+        {options("kl", -0.1), "threshold must be >= 0"},
+        {options("kl", std::nan("")), "threshold must be >= 0"},
+        {options("kl", 0.1, std::nullopt, 0.0), "confidence mask must be in (0, 1]"},
+        {options("kl", 0.1, std::nullopt, 1.5), "confidence mask must be in (0, 1]"},
+        {options("kl", 0.1, 2), "does not take K"},
+        {options("topk"), "needs K"},
+        {options("topk", std::nullopt, 0), "K must be >= 1"},
+        {options("topk", 0.1, 2), "does not take a threshold"},
+        {options("target-entropy"), "needs a threshold"},
+        {options("draft-entropy", -1.0), "threshold must be >= 0"},
+        {options("vanilla", 0.1), "does not take a threshold"},
+        {options("vanilla", std::nullopt, std::nullopt, 0.9, head), "does not take a head file"},
+        {options("autojudge"), "needs a head file"},
+        {options("autojudge", 1.5, std::nullopt, 0.9, head), "threshold must be in [0, 1]"},
+        {options("autojudge", std::nullopt, std::nullopt, 0.9, "/nonexistent/head.json"),
+         "cannot open AutoJudge head file"},
+    };
+    for (const auto& [judge_options, expected] : cases) {
+        const std::string message = error_of(judge_options);
+        EXPECT_NE(message.find(expected), std::string::npos)
+            << judge_options.rule << ": got \"" << message << "\", expected it to contain \"" << expected << "\"";
+        EXPECT_EQ(message.find('\n'), std::string::npos);
+    }
+}
+
+DraftPosition hidden_position(const std::vector<float>& draft_hidden, const std::vector<float>& target_hidden) {
+    DraftPosition position;
+    position.draft_hidden = draft_hidden;
+    position.target_hidden = target_hidden;
+    return position;
+}
+
+TEST(AutoJudge, ScoresWithTheHead) {
+    AutoJudge judge(AutoJudgeHead::load(write_file("head_ok.json", kHead)), 0.5);
+    EXPECT_TRUE(judge.needs_hidden_states());
+    const std::vector<float> draft{100.0f, -100.0f};  // zero weights: no influence
+    for (float h : {-3.0f, 0.0f, 0.5f, 2.0f}) {
+        const double z = 0.25 + 2.0 * (h - 0.5) / 4.0;
+        const bool relaxed = judge.relaxed(hidden_position(draft, {7.0f, h, -7.0f}));
+        EXPECT_NEAR(judge.last_statistic(), 1.0 / (1.0 + std::exp(-z)), 1e-12) << h;
+        EXPECT_EQ(relaxed, z < 0) << h;  // s < 1/2 iff z < 0
+    }
+    // The threshold comes from the head unless overridden.
+    const std::string head = write_file("head_ok.json", kHead);
+    const auto from_head = make_judge(options("autojudge", std::nullopt, std::nullopt, 0.9, head));
+    EXPECT_EQ(dynamic_cast<AutoJudge&>(*from_head).threshold(), 0.5);
+    const auto overridden = make_judge(options("autojudge", 0.9, std::nullopt, 0.9, head));
+    EXPECT_EQ(dynamic_cast<AutoJudge&>(*overridden).threshold(), 0.9);
+}
+
+TEST(AutoJudge, RefusesHiddenStatesOfTheWrongSize) {
+    AutoJudge judge(AutoJudgeHead::load(write_file("head_ok.json", kHead)), 0.5);
+    EXPECT_THROW(judge.relaxed(hidden_position({1.0f, 2.0f}, {1.0f, 2.0f})), Error);
+    EXPECT_THROW(judge.relaxed(hidden_position({1.0f}, {1.0f, 2.0f, 3.0f})), Error);
+}
+
+TEST(AutoJudge, RefusesMalformedHeads) {
+    const std::vector<std::pair<std::string, std::string>> cases{
+        {"{ not json", "bad AutoJudge head file"},
+        {R"({"draft_hidden_size": 1, "target_hidden_size": 1, "mean": [0, 0], "scale": [1, 1],
+             "weights": [1, 1], "bias": 0})",
+         "threshold"},
+        {R"({"draft_hidden_size": 1, "target_hidden_size": 1, "mean": [0], "scale": [1, 1],
+             "weights": [1, 1], "bias": 0, "threshold": 0.5})",
+         "\"mean\" has 1 entries, expected draft_hidden_size + target_hidden_size = 2"},
+        {R"({"draft_hidden_size": 1, "target_hidden_size": 1, "mean": [0, 0], "scale": [1, 0],
+             "weights": [1, 1], "bias": 0, "threshold": 0.5})",
+         "\"scale\" entries must be positive"},
+        {R"({"draft_hidden_size": 1, "target_hidden_size": 1, "mean": [0, 0], "scale": [1, 1],
+             "weights": ["a", 1], "bias": 0, "threshold": 0.5})",
+         "bad AutoJudge head file"},
+        {R"({"draft_hidden_size": 0, "target_hidden_size": 1, "mean": [0], "scale": [1],
+             "weights": [1], "bias": 0, "threshold": 0.5})",
+         "must be positive"},
+        {R"({"draft_hidden_size": 1, "target_hidden_size": 1, "mean": [0, 0], "scale": [1, 1],
+             "weights": [1, 1], "bias": 0, "threshold": 2})",
+         "\"threshold\" must be in [0, 1]"},
+    };
+    int index = 0;
+    for (const auto& [text, expected] : cases) {
+        const std::string path = write_file("head_bad_" + std::to_string(index++) + ".json", text);
+        const std::string message = error_of(options("autojudge", std::nullopt, std::nullopt, 0.9, path));
+        EXPECT_NE(message.find(expected), std::string::npos)
+            << "got \"" << message << "\", expected it to contain \"" << expected << "\"";
+        EXPECT_NE(message.find(path), std::string::npos) << message;  // names the file
+    }
+}
+
+}  // namespace
+}  // namespace klspec

@@ -1,0 +1,201 @@
+// The judge rules: decisions and statistics on hand-computed distributions, agreement with vanilla where
+// a rule can never fire, and monotonicity of a whole acceptance step in the rule's knob.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "core/acceptance.h"
+#include "core/judges/entropy_judges.h"
+#include "core/judges/kl_judge.h"
+#include "core/judges/topk_judge.h"
+
+namespace klspec {
+namespace {
+
+constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+const float kLog2 = std::log(2.0f);
+
+DraftPosition position(const std::vector<float>& target, const std::vector<float>& draft, int32_t token) {
+    DraftPosition result;
+    result.target_logits = target;
+    result.draft_logits = draft;
+    result.draft_token = token;
+    return result;
+}
+
+// p = (1/2, 1/4, 1/4), q = (1/4, 1/2, 1/4): KL(p ‖ q) = ln2/2 − ln2/4 = ln2/4, max p = 1/2,
+// H(p) = H(q) = 1.5 ln2.
+const std::vector<float> kTarget{kLog2, 0.0f, 0.0f};
+const std::vector<float> kDraft{0.0f, kLog2, 0.0f};
+const double kKl = std::log(2.0) / 4;
+const double kEntropy = 1.5 * std::log(2.0);
+
+TEST(KlJudge, HandComputed) {
+    KlJudge loose(kKl + 1e-6, 0.9);
+    EXPECT_TRUE(loose.relaxed(position(kTarget, kDraft, 1)));
+    EXPECT_NEAR(loose.last_statistic(), kKl, 1e-7);
+    EXPECT_NEAR(loose.last_max_probability(), 0.5, 1e-7);
+
+    KlJudge tight(kKl - 1e-6, 0.9);
+    EXPECT_FALSE(tight.relaxed(position(kTarget, kDraft, 1)));
+    EXPECT_NEAR(tight.last_statistic(), kKl, 1e-7);
+}
+
+TEST(KlJudge, ConfidenceMask) {
+    // max p = 1/2: a mask of 1/2 still allows relaxing, anything below does not.
+    KlJudge at_mask(1.0, 0.5 + 1e-7);
+    EXPECT_TRUE(at_mask.relaxed(position(kTarget, kDraft, 1)));
+    KlJudge below_mask(1.0, 0.49);
+    EXPECT_FALSE(below_mask.relaxed(position(kTarget, kDraft, 1)));
+    // A confident target (p = 0.99 on token 0) is never relaxed with m = 0.9, even for tiny KL.
+    const std::vector<float> confident{std::log(99.0f), 0.0f};
+    const std::vector<float> close{std::log(98.0f), 0.0f};
+    KlJudge masked(1.0, 0.9);
+    EXPECT_FALSE(masked.relaxed(position(confident, close, 1)));
+    KlJudge unmasked(1.0, 1.0);
+    EXPECT_TRUE(unmasked.relaxed(position(confident, close, 1)));
+}
+
+TEST(KlJudge, DraftMissingATargetTokenIsNeverRelaxed) {
+    const std::vector<float> draft{0.0f, 0.0f, kMinusInf};
+    KlJudge judge(1e9, 1.0);
+    EXPECT_FALSE(judge.relaxed(position(kTarget, draft, 1)));
+    EXPECT_EQ(judge.last_statistic(), std::numeric_limits<double>::infinity());
+}
+
+TEST(TopKJudge, RankDecides) {
+    const std::vector<float> target{1.0f, 3.0f, 2.0f, 3.0f, kMinusInf};
+    const std::vector<float> draft(5, 0.0f);
+    TopKJudge top1(1), top2(2), top5(5);
+    EXPECT_TRUE(top1.relaxed(position(target, draft, 1)));
+    EXPECT_FALSE(top1.relaxed(position(target, draft, 3)));  // tied with 1, ranked after it
+    EXPECT_EQ(top1.last_statistic(), 1);
+    EXPECT_TRUE(top2.relaxed(position(target, draft, 3)));
+    EXPECT_FALSE(top2.relaxed(position(target, draft, 2)));
+    EXPECT_EQ(top2.last_statistic(), 2);
+    EXPECT_TRUE(top5.relaxed(position(target, draft, 0)));
+    // p(d) = 0 is never relaxed, even when K covers the whole vocabulary.
+    EXPECT_FALSE(top5.relaxed(position(target, draft, 4)));
+    EXPECT_EQ(top5.last_statistic(), 4);
+}
+
+TEST(EntropyJudges, HandComputed) {
+    TargetEntropyJudge target_at(kEntropy - 1e-6), target_above(kEntropy + 1e-6);
+    EXPECT_TRUE(target_at.relaxed(position(kTarget, kDraft, 1)));
+    EXPECT_NEAR(target_at.last_statistic(), kEntropy, 1e-7);
+    EXPECT_FALSE(target_above.relaxed(position(kTarget, kDraft, 1)));
+
+    // The draft entropy of a uniform q over 4 tokens is ln 4; the target does not matter.
+    const std::vector<float> uniform(4, 0.5f), peaked{9.0f, 0.0f, 0.0f, 0.0f};
+    DraftEntropyJudge draft_at(std::log(4.0) + 1e-6), draft_below(std::log(4.0) - 1e-6);
+    EXPECT_TRUE(draft_at.relaxed(position(peaked, uniform, 1)));
+    EXPECT_NEAR(draft_at.last_statistic(), std::log(4.0), 1e-7);
+    EXPECT_FALSE(draft_below.relaxed(position(peaked, uniform, 1)));
+}
+
+// γ drafted positions over a small vocabulary, with draft tokens chosen as the engine would: greedy
+// argmax of q, or a sample from q.
+struct Step {
+    static constexpr int32_t kVocab = 24;
+    static constexpr int32_t kGamma = 6;
+
+    Step(uint64_t seed, bool greedy) {
+        std::mt19937_64 rng(seed);
+        std::normal_distribution<float> logit(0.0f, 2.0f);
+        std::normal_distribution<float> shift(0.0f, 1.0f);
+        for (int32_t i = 0; i <= kGamma; ++i) {
+            std::vector<float> p(kVocab), q(kVocab);
+            for (int32_t v = 0; v < kVocab; ++v) {
+                p[v] = logit(rng);
+                q[v] = p[v] + shift(rng);  // related but different, so that some drafts are rejected
+            }
+            target.push_back(p);
+            draft.push_back(q);
+            if (greedy) {
+                tokens.push_back(argmax(q));
+            } else {
+                std::vector<float> probs;
+                softmax(q, probs);
+                tokens.push_back(sample_from_weights(probs, rng));
+            }
+        }
+    }
+
+    StepOutcome run(Judge& judge, const SamplingParams& params, uint64_t seed) const {
+        AcceptanceStep step(params, judge);
+        Rng rng(seed);
+        return step.run(
+            kGamma, [&](int32_t i) { return position(target[i], draft[i], tokens[i]); }, target[kGamma], rng);
+    }
+
+    std::vector<std::vector<float>> target, draft;
+    std::vector<int32_t> tokens;
+};
+
+const SamplingParams kGreedy{};
+const SamplingParams kStochastic{.temperature = 1.0f};
+
+// A judge that cannot fire must give exactly the vanilla outcome, random draws included.
+void expect_same_as_vanilla(const std::function<std::unique_ptr<Judge>()>& make, const SamplingParams& params) {
+    int rejections = 0;
+    for (uint64_t trial = 0; trial < 300; ++trial) {
+        const Step step(trial, params.greedy());
+        VanillaJudge vanilla;
+        const StepOutcome expected = step.run(vanilla, params, trial + 1000);
+        const auto judge = make();
+        const StepOutcome actual = step.run(*judge, params, trial + 1000);
+        EXPECT_EQ(actual.accepted, expected.accepted) << judge->name() << ", trial " << trial;
+        EXPECT_EQ(actual.next_token, expected.next_token) << judge->name() << ", trial " << trial;
+        EXPECT_EQ(actual.relaxed_accepted, 0);
+        rejections += expected.accepted < Step::kGamma;
+    }
+    EXPECT_GT(rejections, 100);  // the judge was actually consulted
+}
+
+TEST(JudgesNeverFiring, MatchVanilla) {
+    for (const SamplingParams& params : {kGreedy, kStochastic}) {
+        SCOPED_TRACE(params.greedy() ? "greedy" : "stochastic");
+        expect_same_as_vanilla([] { return std::make_unique<KlJudge>(0.0, 0.9); }, params);
+        expect_same_as_vanilla([] { return std::make_unique<KlJudge>(0.0, 1.0); }, params);
+        expect_same_as_vanilla([] { return std::make_unique<TargetEntropyJudge>(1e9); }, params);
+        expect_same_as_vanilla([] { return std::make_unique<DraftEntropyJudge>(0.0); }, params);
+    }
+    // K = 1 relaxes only d = argmax p, which greedy vanilla accepts anyway.
+    expect_same_as_vanilla([] { return std::make_unique<TopKJudge>(1); }, kGreedy);
+}
+
+// Accepted counts of one greedy step as the knob sweeps from strict to permissive.
+void expect_monotone(const std::function<std::unique_ptr<Judge>(double)>& make, const std::vector<double>& knobs) {
+    int increases = 0;
+    for (uint64_t trial = 0; trial < 200; ++trial) {
+        const Step step(trial, true);
+        int32_t previous = -1;
+        for (double knob : knobs) {
+            const auto judge = make(knob);
+            const int32_t accepted = step.run(*judge, kGreedy, 0).accepted;
+            EXPECT_GE(accepted, previous) << judge->name() << " at " << knob << ", trial " << trial;
+            increases += previous >= 0 && accepted > previous;
+            previous = accepted;
+        }
+    }
+    EXPECT_GT(increases, 50);
+}
+
+TEST(JudgesMonotone, AcceptedCountGrowsWithPermissiveness) {
+    const std::vector<double> tau{0.0, 0.01, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 1e9};
+    expect_monotone([](double t) { return std::make_unique<KlJudge>(t, 1.0); }, tau);
+    expect_monotone([](double t) { return std::make_unique<KlJudge>(t, 0.9); }, tau);
+    expect_monotone([](double t) { return std::make_unique<DraftEntropyJudge>(t); }, tau);
+    // target-entropy relaxes where H(p) >= τ: permissive means a smaller τ.
+    expect_monotone([](double t) { return std::make_unique<TargetEntropyJudge>(t); },
+                    std::vector<double>(tau.rbegin(), tau.rend()));
+    expect_monotone([](double k) { return std::make_unique<TopKJudge>(static_cast<int32_t>(k)); },
+                    {1, 2, 3, 5, 8, 13, 24});
+}
+
+}  // namespace
+}  // namespace klspec
