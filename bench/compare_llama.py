@@ -9,29 +9,15 @@ import argparse
 import json
 import re
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-PROMPTS = [
-    "Once upon a time",
-    "Tom and his dog went to the park.",
-    "Lily saw a butterfly in the sky.",
-    "The little bird could not fly",
-    "Sara wanted to bake a cake for her mom.",
-    "Ben found a shiny stone",
-]
+from bench_common import (DEFAULT_DRAFT_Q4, DEFAULT_DRAFT_Q8, DEFAULT_KLSPEC, DEFAULT_TARGET, STORY_PROMPTS,
+                          klspec_generate, run)
+
 LLAMA_DECODED = re.compile(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds")
 LLAMA_ACCEPT = re.compile(r"accept\s+=\s+([\d.]+)%")
 LLAMA_EVAL = re.compile(r"eval time =\s+([\d.]+) ms /\s+(\d+) runs")
-
-
-def run(cmd):
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode != 0:
-        sys.exit(f"bench: command failed ({done.returncode}): {' '.join(cmd)}\n{done.stderr[-2000:]}")
-    return done
 
 
 # llama-simple has no thread flag: it runs ggml's default GGML_DEFAULT_N_THREADS = 4, so klspec does too there.
@@ -39,11 +25,8 @@ LLAMA_SIMPLE_THREADS = 4
 
 
 def klspec_run(args, prompt, draft, threads):
-    cmd = [str(args.klspec), "generate", "-m", str(args.target), "-p", prompt, "-n", str(args.n),
-           "-t", str(threads), "--draft-max", str(args.gamma), "--json"]
-    if draft:
-        cmd += ["-md", str(draft)]
-    stats = json.loads(run(cmd).stdout)["stats"]
+    extra = ["-n", args.n, "-t", threads, "--draft-max", args.gamma] + (["-md", draft] if draft else [])
+    stats = klspec_generate(args.klspec, args.target, prompt, extra)["stats"]
     return stats["tokens_per_second"], stats["acceptance_rate"]
 
 
@@ -51,9 +34,9 @@ def llama_speculative_run(args, prompt, draft):
     # Its asynchronous logger sometimes exits before printing the final statistics; such a run is
     # repeated (its report, not its speed, was lost).
     for _ in range(8):
-        done = run([str(args.llama_bin / "llama-speculative-simple"), "-m", str(args.target), "-md", str(draft),
-                    "-p", prompt, "-n", str(args.n), "-t", str(args.threads), "--temp", "0",
-                    "--spec-type", "draft-simple", "--spec-draft-n-max", str(args.gamma), "--spec-draft-n-min", "0"])
+        done = run([args.llama_bin / "llama-speculative-simple", "-m", args.target, "-md", draft,
+                    "-p", prompt, "-n", args.n, "-t", args.threads, "--temp", "0",
+                    "--spec-type", "draft-simple", "--spec-draft-n-max", args.gamma, "--spec-draft-n-min", "0"])
         log = done.stdout + done.stderr
         decoded, accept = LLAMA_DECODED.search(log), LLAMA_ACCEPT.search(log)
         if decoded and accept:
@@ -63,7 +46,7 @@ def llama_speculative_run(args, prompt, draft):
 
 
 def llama_simple_run(args, prompt):
-    done = run([str(args.llama_bin / "llama-simple"), "-m", str(args.target), "-n", str(args.n), prompt])
+    done = run([args.llama_bin / "llama-simple", "-m", args.target, "-n", args.n, prompt])
     err = done.stdout + done.stderr
     ms, runs = LLAMA_EVAL.search(err).groups()
     return int(runs) / (float(ms) / 1000), None
@@ -72,7 +55,7 @@ def llama_simple_run(args, prompt):
 def compare(name, ours, theirs, args):
     ours_tps, theirs_tps, ours_acc, theirs_acc = [], [], [], []
     for _ in range(args.repeats):
-        for prompt in PROMPTS:
+        for prompt in STORY_PROMPTS:
             tps, acc = ours(prompt)
             ours_tps.append(tps)
             ours_acc.append(acc)
@@ -90,11 +73,10 @@ def compare(name, ours, theirs, args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--klspec", type=Path, default=ROOT / "build" / "klspec")
+    parser.add_argument("--klspec", type=Path, default=DEFAULT_KLSPEC)
     parser.add_argument("--llama-bin", type=Path, required=True, help="bin/ of the pinned llama.cpp install")
-    parser.add_argument("--target", type=Path, default=ROOT.parent / "shared/models/stories260K/stories260K.gguf")
-    parser.add_argument("--drafts", type=Path, nargs="+",
-                        default=[ROOT / "build/models/stories260K-q8_0.gguf", ROOT / "build/models/stories260K-q4_0.gguf"])
+    parser.add_argument("--target", type=Path, default=DEFAULT_TARGET)
+    parser.add_argument("--drafts", type=Path, nargs="+", default=[DEFAULT_DRAFT_Q8, DEFAULT_DRAFT_Q4])
     parser.add_argument("-n", type=int, default=128, help="tokens per generation")
     parser.add_argument("--gamma", type=int, default=16)
     parser.add_argument("--threads", type=int, default=1)

@@ -34,9 +34,9 @@ std::string read_prompt(const GenerateOptions& options) {
 
 void run_generate(const GenerateOptions& options) {
     set_llama_verbose(options.run.verbose);
-    const Model target(options.run.target_path);
+    const Model target(options.run.target_path, options.run.model);
     std::unique_ptr<Model> draft;
-    if (!options.run.draft_path.empty()) draft = std::make_unique<Model>(options.run.draft_path);
+    if (!options.run.draft_path.empty()) draft = std::make_unique<Model>(options.run.draft_path, options.run.model);
     const std::unique_ptr<Judge> judge = make_judge(options.run.judge);
     ContextOptions context = options.run.context;
     context.hidden_states = judge->needs_hidden_states();

@@ -41,13 +41,18 @@ void add_run_options(CLI::App& app, RunOptions& options) {
                    "kl rule: relax only where the target's top probability is <= m (1 disables the mask)")
         ->capture_default_str();
     app.add_option("--judge-head", options.judge.head_path, "AutoJudge head file (JSON, see docs/autojudge-head.md)");
+    app.add_option("--n-gpu-layers", options.model.gpu_layers,
+                   "Layers to offload to the GPU when llama.cpp was built with a GPU backend; also -ngl")
+        ->capture_default_str()->check(CLI::NonNegativeNumber);
     app.add_flag("-v,--verbose", options.verbose, "Show llama.cpp's own log output");
 }
 
 void normalize_llama_style_flags(int argc, char** argv) {
     static char model_draft[] = "--model-draft";
+    static char gpu_layers[] = "--n-gpu-layers";
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "-md") == 0) argv[i] = model_draft;
+        if (std::strcmp(argv[i], "-ngl") == 0) argv[i] = gpu_layers;
     }
 }
 

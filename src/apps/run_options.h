@@ -14,6 +14,7 @@ namespace klspec {
 struct RunOptions {
     std::string target_path;
     std::string draft_path;  // empty: target-only
+    ModelOptions model;
     ContextOptions context;
     GenerationOptions generation;
     JudgeOptions judge;
