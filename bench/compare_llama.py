@@ -33,7 +33,7 @@ def klspec_run(args, prompt, draft, threads):
 def llama_speculative_run(args, prompt, draft):
     # Its asynchronous logger sometimes exits before printing the final statistics; such a run is
     # repeated (its report, not its speed, was lost).
-    for _ in range(8):
+    for _ in range(20):
         done = run([args.llama_bin / "llama-speculative-simple", "-m", args.target, "-md", draft,
                     "-p", prompt, "-n", args.n, "-t", args.threads, "--temp", "0",
                     "--spec-type", "draft-simple", "--spec-draft-n-max", args.gamma, "--spec-draft-n-min", "0"])
