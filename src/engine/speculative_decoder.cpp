@@ -214,12 +214,13 @@ GenerationResult SpeculativeDecoder::generate(const std::string& prompt, const G
             if (const std::string_view text = stream.take_stable(); !text.empty()) on_text(text);
         }
 
-        // 5. Roll back: keep `last` and the accepted drafts in both caches.
+        // 5. Roll back: keep `last` and the accepted drafts in both caches (nothing to drop when every
+        // draft was kept).
         n_past += 1 + outcome.accepted;
         last = outcome.next_token;
-        target_ctx_.truncate(n_past);
-        if (draft_ctx_) {
-            draft_n_past = std::min(draft_n_past, n_past);
+        if (outcome.accepted < k) target_ctx_.truncate(n_past);
+        if (draft_ctx_ && draft_n_past > n_past) {
+            draft_n_past = n_past;
             draft_ctx_->truncate(draft_n_past);
         }
         stats.other_seconds += seconds_since(start);
