@@ -1,6 +1,7 @@
 // The acceptance step: greedy bookkeeping, and the property that makes vanilla speculative sampling
 // lossless: the first emitted token is distributed exactly as p.
 #include "core/acceptance.h"
+#include "draft_position.h"
 
 #include <gtest/gtest.h>
 
@@ -25,13 +26,7 @@ public:
     int calls = 0;
 };
 
-DraftPosition position(const std::vector<float>& target, const std::vector<float>& draft, int32_t token) {
-    DraftPosition result;
-    result.target_logits = target;
-    result.draft_logits = draft;
-    result.draft_token = token;
-    return result;
-}
+using test::position;
 
 std::vector<float> logits_of(const std::vector<double>& probs) {
     std::vector<float> logits;

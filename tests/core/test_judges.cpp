@@ -12,6 +12,7 @@
 #include "core/judges/entropy_judges.h"
 #include "core/judges/kl_judge.h"
 #include "core/judges/topk_judge.h"
+#include "draft_position.h"
 
 namespace klspec {
 namespace {
@@ -19,13 +20,7 @@ namespace {
 constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 const float kLog2 = std::log(2.0f);
 
-DraftPosition position(const std::vector<float>& target, const std::vector<float>& draft, int32_t token) {
-    DraftPosition result;
-    result.target_logits = target;
-    result.draft_logits = draft;
-    result.draft_token = token;
-    return result;
-}
+using test::position;
 
 // p = (1/2, 1/4, 1/4), q = (1/4, 1/2, 1/4): KL(p ‖ q) = ln2/2 − ln2/4 = ln2/4, max p = 1/2,
 // H(p) = H(q) = 1.5 ln2.
