@@ -115,8 +115,7 @@ GenerationResult SpeculativeDecoder::generate(const std::string& prompt, const G
         draft_rows.clear();
         draft_hidden.clear();
         if (n_draft > 0) {
-            std::vector<int32_t> catch_up(sequence.begin() + draft_n_past, sequence.end());
-            draft_ctx_->decode(catch_up, draft_n_past, Outputs::Last);
+            draft_ctx_->decode(std::span<const int32_t>(sequence).subspan(draft_n_past), draft_n_past, Outputs::Last);
             ++stats.draft_calls;
             int32_t pos = static_cast<int32_t>(sequence.size());
             while (true) {
