@@ -34,13 +34,11 @@ std::string read_prompt(const GenerateOptions& options) {
 
 void run_generate(const GenerateOptions& options) {
     set_llama_verbose(options.run.verbose);
-    const Model target(options.run.target_path, options.run.model);
-    std::unique_ptr<Model> draft;
-    if (!options.run.draft_path.empty()) draft = std::make_unique<Model>(options.run.draft_path, options.run.model);
+    const LoadedModels models = load_models(options.run);
     const std::unique_ptr<Judge> judge = make_judge(options.run.judge);
     ContextOptions context = options.run.context;
     context.hidden_states = judge->needs_hidden_states();
-    SpeculativeDecoder decoder(target, draft.get(), context);
+    SpeculativeDecoder decoder(*models.target, models.draft.get(), context);
 
     const std::string prompt = read_prompt(options);
     TextCallback print_text;
@@ -63,7 +61,7 @@ void run_generate(const GenerateOptions& options) {
     } else {
         std::fputs("\n\n", stdout);
         std::fflush(stdout);
-        std::cerr << format_stats(result.stats, to_string(result.stop_reason));
+        std::cerr << "stop: " << to_string(result.stop_reason) << "\n" << format_stats(result.stats);
     }
 }
 

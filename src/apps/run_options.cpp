@@ -1,5 +1,6 @@
 #include "apps/run_options.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -10,9 +11,12 @@ namespace klspec {
 void add_run_options(CLI::App& app, RunOptions& options) {
     GenerationOptions& gen = options.generation;
     SamplingParams& sampling = gen.sampling;
-    app.add_option("-m,--model", options.target_path, "Target model (GGUF)")->required()->check(CLI::ExistingFile);
+    app.add_option("-m,--model", options.target_path,
+                   "Target model (GGUF). Default: the project's reasoning pair, models/reasoning-{target,draft}.gguf")
+        ->check(CLI::ExistingFile);
     app.add_option("--model-draft", options.draft_path,
-                   "Draft model (GGUF, same vocabulary as the target); also -md. Without it: target-only decoding");
+                   "Draft model (GGUF, same vocabulary as the target); also -md. With -m but without -md: "
+                   "target-only decoding");
     app.add_option("-n,--n-predict", gen.max_tokens, "Maximum number of tokens to generate")
         ->capture_default_str()->check(CLI::NonNegativeNumber);
     app.add_option("--draft-max", gen.draft_max, "Draft tokens proposed per target call (gamma)")
@@ -45,6 +49,21 @@ void add_run_options(CLI::App& app, RunOptions& options) {
                    "Layers to offload to the GPU when llama.cpp was built with a GPU backend; also -ngl")
         ->capture_default_str()->check(CLI::NonNegativeNumber);
     app.add_flag("-v,--verbose", options.verbose, "Show llama.cpp's own log output");
+}
+
+LoadedModels load_models(const RunOptions& options) {
+    LoadedModels models;
+    std::string target_path = options.target_path;
+    std::string draft_path = options.draft_path;
+    if (target_path.empty()) {
+        const char* env_dir = std::getenv("KLSPEC_MODELS_DIR");
+        const std::string dir = env_dir != nullptr ? env_dir : KLSPEC_DEFAULT_MODELS_DIR;
+        target_path = dir + "/reasoning-target.gguf";
+        if (draft_path.empty()) draft_path = dir + "/reasoning-draft.gguf";
+    }
+    models.target = std::make_unique<Model>(target_path, options.model);
+    if (!draft_path.empty()) models.draft = std::make_unique<Model>(draft_path, options.model);
+    return models;
 }
 
 void normalize_llama_style_flags(int argc, char** argv) {

@@ -2,6 +2,7 @@
 // Flag names follow llama.cpp where it has one.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -22,6 +23,15 @@ struct RunOptions {
 };
 
 void add_run_options(CLI::App& app, RunOptions& options);
+
+struct LoadedModels {
+    std::unique_ptr<Model> target;
+    std::unique_ptr<Model> draft;  // null: target-only
+};
+
+// Loads -m / -md. Without -m: the project's reasoning pair from the models folder (KLSPEC_MODELS_DIR
+// overrides where that is), target and draft.
+LoadedModels load_models(const RunOptions& options);
 
 // llama.cpp spells some long flags with one dash (-md, -ngl); CLI11 wants two. Rewrites them in place.
 void normalize_llama_style_flags(int argc, char** argv);

@@ -25,13 +25,13 @@ nlohmann::json stats_to_json(const GenerationStats& s) {
               {"decode", s.decode_seconds()}}}};
 }
 
-std::string format_stats(const GenerationStats& s, std::string_view stop_reason) {
+std::string format_stats(const GenerationStats& s) {
     return fmt::format(
-        "stop: {} | emitted {} tokens in {} target calls: MAT {:.2f}\n"
+        "emitted {} tokens in {} target calls: MAT {:.2f}\n"
         "draft: {} drafted, {} accepted ({:.1f} %), {} relaxed, {} draft calls\n"
         "speed: {:.1f} tokens/s decode, {:.1f} tokens/s prompt ({} tokens)\n"
         "time (ms): draft {:.1f}, verify {:.1f}, judge {:.1f}, other {:.1f}\n",
-        stop_reason, s.emitted, s.target_calls, s.mat(), s.drafted, s.accepted, 100.0 * s.acceptance_rate(),
+        s.emitted, s.target_calls, s.mat(), s.drafted, s.accepted, 100.0 * s.acceptance_rate(),
         s.relaxed_accepted, s.draft_calls, s.tokens_per_second(), s.prompt_tokens_per_second(), s.prompt_tokens,
         1e3 * s.draft_seconds, 1e3 * s.verify_seconds, 1e3 * s.judge_seconds, 1e3 * s.other_seconds);
 }

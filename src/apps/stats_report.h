@@ -2,7 +2,6 @@
 #pragma once
 
 #include <string>
-#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -11,6 +10,6 @@
 namespace klspec {
 
 nlohmann::json stats_to_json(const GenerationStats& stats);
-std::string format_stats(const GenerationStats& stats, std::string_view stop_reason);
+std::string format_stats(const GenerationStats& stats);
 
 }  // namespace klspec

@@ -21,6 +21,23 @@ struct GenerationStats {
     double judge_seconds = 0;
     double other_seconds = 0;
 
+    // Sums the counters and times of another run into this one (totals over a dataset).
+    GenerationStats& operator+=(const GenerationStats& other) {
+        prompt_tokens += other.prompt_tokens;
+        emitted += other.emitted;
+        target_calls += other.target_calls;
+        draft_calls += other.draft_calls;
+        drafted += other.drafted;
+        accepted += other.accepted;
+        relaxed_accepted += other.relaxed_accepted;
+        prompt_seconds += other.prompt_seconds;
+        draft_seconds += other.draft_seconds;
+        verify_seconds += other.verify_seconds;
+        judge_seconds += other.judge_seconds;
+        other_seconds += other.other_seconds;
+        return *this;
+    }
+
     double decode_seconds() const { return draft_seconds + verify_seconds + judge_seconds + other_seconds; }
     // Mean accepted tokens: tokens per target call, the replacement/bonus token included.
     double mat() const { return target_calls ? double(emitted) / double(target_calls) : 0.0; }
