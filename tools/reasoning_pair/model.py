@@ -31,9 +31,9 @@ class Config:
 
 # Named sizes. The target/draft ratio must stay >= 8x in parameters (issue 4).
 PRESETS = {
-    "target": Config(dim=256, n_layers=6, n_heads=8, n_kv_heads=4, hidden_dim=688),   # ~4.5 M
-    "target-small": Config(dim=192, n_layers=6, n_heads=6, n_kv_heads=3, hidden_dim=512),  # ~2.5 M
-    "draft": Config(dim=96, n_layers=3, n_heads=4, n_kv_heads=2, hidden_dim=256),     # ~0.33 M
+    "target": Config(dim=192, n_layers=6, n_heads=6, n_kv_heads=3, hidden_dim=512),        # 2.53 M
+    "target-large": Config(dim=256, n_layers=6, n_heads=8, n_kv_heads=4, hidden_dim=688),  # 4.48 M
+    "draft": Config(dim=96, n_layers=3, n_heads=4, n_kv_heads=2, hidden_dim=192),          # 0.30 M
 }
 
 
@@ -127,6 +127,9 @@ class Llama(nn.Module):
         key_ok = torch.arange(Tp)[None, :] >= pad[:, None]  # (B, Tk): False on padding
         causal = torch.ones(Tp, Tp, dtype=torch.bool).tril()
         mask = causal[None, None] & key_ok[:, None, None, :]
+        # Padding queries attend to themselves: a fully masked row would softmax to NaN, and NaN
+        # values poison real rows through 0 * NaN even where the mask gives them zero weight.
+        mask |= torch.eye(Tp, dtype=torch.bool)
         caches = [{} for _ in self.layers]
         logits = self(idx, pos, mask, caches)[:, -1]
         out, done = [[] for _ in prompts], torch.zeros(B, dtype=torch.bool)

@@ -7,7 +7,7 @@ tokens it measures greedy accuracy on validation problems and appends a row to
 models/<run>.curve.csv in the repository.
 
 Batches: whole problems ("<s> Q: ... A: ... The answer is N.</s>") packed into rows of --seq-len
-tokens; attention is block-diagonal per problem and positions restart at 0 for each problem, so
+tokens (first fit from a small pool of pending problems, ~95% full); attention is block-diagonal per problem and positions restart at 0 for each problem, so
 training sees exactly what llama.cpp sees at inference (BOS at position 0, nothing before it).
 The problems of step s come from a generator seeded by (run seed, s), so resuming needs no data state.
 """
@@ -18,7 +18,10 @@ import random
 import sys
 import time
 
-import torch
+# Debian's torch multiplies matrices with OpenBLAS, whose own thread pool ignores
+# torch.set_num_threads: pin it before torch loads so training really uses one core.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import torch  # noqa: E402
 import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -46,17 +49,19 @@ def make_batch(tok, seed, step, batch_size, seq_len, answer_only):
     ans = torch.full((batch_size, seq_len), IGNORE, dtype=torch.long)
     pos = torch.zeros(batch_size, seq_len, dtype=torch.long)
     doc = torch.full((batch_size, seq_len), -1, dtype=torch.long)
-    pending = None
+    pool = []  # encoded problems waiting for a row with room; the oldest always starts a new row
     for b in range(batch_size):
         t, d = 0, 0
         while True:
-            if pending is None:
+            fit = next((p for p in pool if t + len(p[0]) <= seq_len), None)
+            if fit is None and len(pool) < 8:
                 q, a, _ = next(gen)
-                pending = encode_problem(tok, q, a)
-            ids, n_prompt = pending
-            if t + len(ids) > seq_len:
-                break  # carried over to the next row
-            pending = None
+                pool.append(encode_problem(tok, q, a))
+                continue
+            if fit is None:
+                break
+            pool.remove(fit)
+            ids, n_prompt = fit
             L = len(ids)
             idx[b, t:t + L] = torch.tensor(ids)
             tgt[b, t:t + L - 1] = torch.tensor(ids[1:])
@@ -95,12 +100,16 @@ def evaluate(model, tok, problems, max_new=96, batch=50):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--run", required=True, help="run name: checkpoint dir and curve file name")
-    ap.add_argument("--preset", choices=sorted(PRESETS), default="target-small")
+    ap.add_argument("--preset", choices=sorted(PRESETS), default="target")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--seq-len", type=int, default=256)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--warmup-steps", type=int, default=200)
+    ap.add_argument("--decay-from", type=float, default=None, metavar="TOKENS",
+                    help="with --decay-to: decay lr linearly to 10%% between these token counts "
+                         "(the run is open-ended, so the schedule is chosen on a later resume)")
+    ap.add_argument("--decay-to", type=float, default=None, metavar="TOKENS")
     ap.add_argument("--weight-decay", type=float, default=0.1)
     ap.add_argument("--loss", choices=["all", "answer"], default="all",
                     help="train on every token, or only on answer tokens (after 'A:')")
@@ -150,6 +159,18 @@ def main():
 
     val = taskgen.take("validation", args.eval_problems)
 
+    def eval_and_log():
+        t0 = time.time()
+        acc, ans_loss = evaluate(model, tok, val)
+        new_file = not os.path.exists(curve_path)
+        with open(curve_path, "a", newline="") as f:
+            w = csv.writer(f)
+            if new_file:
+                w.writerow(["tokens_seen", "train_loss", "val_accuracy", "val_answer_loss", "wall_seconds", "step"])
+            w.writerow([tokens_seen, f"{loss_avg:.4f}" if loss_avg is not None else "",
+                        f"{acc:.3f}", f"{ans_loss:.4f}", f"{wall:.0f}", step])
+        say(f"eval step {step} tokens {tokens_seen}: val acc {acc:.3f} answer loss {ans_loss:.4f} ({time.time() - t0:.0f} s)")
+
     def save():
         tmp = ckpt_path + ".tmp"
         torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
@@ -159,22 +180,20 @@ def main():
         os.replace(tmp, ckpt_path)  # atomic: a kill mid-save never leaves a broken checkpoint
 
     last_save, loss_avg, t_win, tok_win = time.time(), None, time.time(), 0
+    # wall (the curve's wall_seconds) counts training time only, not evals or checkpointing
     while tokens_seen < args.max_tokens:
         t0 = time.time()
         if tokens_seen >= next_eval:
-            acc, ans_loss = evaluate(model, tok, val)
-            new_file = not os.path.exists(curve_path)
-            with open(curve_path, "a", newline="") as f:
-                w = csv.writer(f)
-                if new_file:
-                    w.writerow(["tokens_seen", "train_loss", "val_accuracy", "val_answer_loss", "wall_seconds", "step"])
-                w.writerow([tokens_seen, f"{loss_avg:.4f}" if loss_avg is not None else "",
-                            f"{acc:.3f}", f"{ans_loss:.4f}", f"{wall:.0f}", step])
-            say(f"eval step {step} tokens {tokens_seen}: val acc {acc:.3f} answer loss {ans_loss:.4f} ({time.time() - t0:.0f} s)")
+            eval_and_log()
             next_eval = tokens_seen + args.eval_every
             t0 = time.time()
 
         lr = args.lr * min(1.0, (step + 1) / args.warmup_steps)
+        if args.decay_from is not None and tokens_seen > args.decay_from:
+            frac = min(1.0, (tokens_seen - args.decay_from) / (args.decay_to - args.decay_from))
+            lr *= 1.0 - 0.9 * frac
+            if frac >= 1.0:
+                break  # schedule finished
         for g in opt.param_groups:
             g["lr"] = lr
         idx, tgt, pos, mask, _ = make_batch(tok, args.seed, step, args.batch_size, args.seq_len, args.loss == "answer")
@@ -196,6 +215,7 @@ def main():
         if time.time() - last_save > args.ckpt_minutes * 60:
             save()
             last_save = time.time()
+    eval_and_log()
     save()
     say("done")
 
