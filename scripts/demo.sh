@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
-# Builds klspec (with everything it needs) and runs speculative generation on the default models:
-# stories260K as the target and its Q4_0 quantization (made at build time) as the draft.
+# Builds klspec (with everything it needs) and runs speculative generation with the paper's KL rule on
+# the default models: the project's own reasoning pair in models/ (a 2.5 M-parameter target and a
+# 0.3 M-parameter draft trained on arithmetic word problems). Extra arguments go to `klspec generate`.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build_dir="${KLSPEC_BUILD_DIR:-$root/build}"
 bash "$root/scripts/build.sh" >/dev/null
-exec "$build_dir/klspec" generate \
-  -m "$root/../shared/models/stories260K/stories260K.gguf" \
-  -md "$build_dir/models/stories260K-q4_0.gguf" \
-  -p "Once upon a time" -n 128 --draft-max 16 "$@"
+prompt=$'Q: Sam has 12 apples. He buys 7 more and gives 5 away. How many apples does Sam have?\nA:'
+exec "$build_dir/klspec" generate -p "$prompt" -n 96 --draft-max 8 --judge kl --judge-threshold 0.5 "$@"

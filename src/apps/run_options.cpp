@@ -11,6 +11,8 @@ namespace klspec {
 void add_run_options(CLI::App& app, RunOptions& options) {
     GenerationOptions& gen = options.generation;
     SamplingParams& sampling = gen.sampling;
+    // As in llama.cpp, a flag given twice takes its last value (wrappers can append overrides).
+    app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     app.add_option("-m,--model", options.target_path,
                    "Target model (GGUF). Default: the project's reasoning pair, models/reasoning-{target,draft}.gguf")
         ->check(CLI::ExistingFile);
@@ -26,7 +28,8 @@ void add_run_options(CLI::App& app, RunOptions& options) {
     app.add_option("--top-p", sampling.top_p, "Keep the smallest set of tokens with mass >= P (1 = off)")
         ->capture_default_str();
     app.add_option("-s,--seed", sampling.seed, "Random seed for sampling")->capture_default_str();
-    app.add_option("--stop", gen.stop_strings, "Stop when the output contains this string (repeatable)");
+    app.add_option("--stop", gen.stop_strings, "Stop when the output contains this string (repeatable)")
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     app.add_option("-c,--ctx-size", options.context.n_ctx, "Context size in tokens (prompt + output)")
         ->capture_default_str()->check(CLI::PositiveNumber);
     app.add_option("-b,--batch-size", options.context.n_batch, "Prompt-processing batch size")
