@@ -1,6 +1,8 @@
 // `klspec generate --json` end to end: the CLI reports what the library computes.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include <nlohmann/json.hpp>
 
 #include "core/judge.h"
@@ -51,6 +53,41 @@ TEST(Cli, HelpExplainsFlags) {
                              "--threads", "--ctx-size", "--json"}) {
         EXPECT_NE(r.output.find(flag), std::string::npos) << flag;
     }
+}
+
+}  // namespace
+}  // namespace klspec
+
+namespace klspec {
+namespace {
+
+TEST(Cli, GenerateWithoutModelUsesTheReasoningPair) {
+    const std::string prompt_file = test::temp_path("reasoning-prompt.txt");
+    std::ofstream(prompt_file) << "Q: Sam has 12 apples. He buys 7 more. How many apples does Sam have?\nA:";
+    const test::CommandResult r =
+        test::run_command(test::kCli + " generate -f " + prompt_file + " -n 60 -t 1 --json");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const nlohmann::json out = nlohmann::json::parse(r.output);
+    EXPECT_GT(out.at("stats").at("drafted").get<int>(), 0) << "the default draft was not used";
+    EXPECT_NE(out.at("text").get<std::string>().find("The answer is 19."), std::string::npos) << out.at("text");
+}
+
+TEST(Cli, BenchScoresADataset) {
+    const test::CommandResult r = test::run_command(test::kCli + " bench --dataset " + test::kReasoningTestSet +
+                                                    " --limit 5 -n 120 -t 1 --json");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const nlohmann::json out = nlohmann::json::parse(r.output);
+    EXPECT_EQ(out.at("problems"), 5);
+    EXPECT_EQ(out.at("accuracy").at("scored"), 5);
+    EXPECT_GT(out.at("stats").at("mat").get<double>(), 1.0);
+}
+
+TEST(Cli, BenchRejectsAMalformedDataset) {
+    const std::string path = test::temp_path("bad-dataset.jsonl");
+    std::ofstream(path) << "{\"question\": \"Q: 1?\\nA:\", \"final\": 1}\n{\"prompt\": \"no question field\"}\n";
+    const test::CommandResult r = test::run_command(test::kCli + " bench --dataset " + path);
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_NE(r.output.find(":2: expected a JSON object"), std::string::npos) << r.output;
 }
 
 }  // namespace
