@@ -56,13 +56,9 @@ std::vector<Problem> read_dataset(const std::string& path, size_t limit) {
 }
 
 void run_bench(const BenchOptions& options) {
-    set_llama_verbose(options.run.verbose);
     const std::vector<Problem> problems = read_dataset(options.dataset_path, options.limit);
-    const LoadedModels models = load_models(options.run);
-    const std::unique_ptr<Judge> judge = make_judge(options.run.judge);
-    ContextOptions context = options.run.context;
-    context.hidden_states = judge->needs_hidden_states();
-    SpeculativeDecoder decoder(*models.target, models.draft.get(), context);
+    DecodingSession session = open_session(options.run);
+    Judge& judge = *session.judge;
 
     std::ofstream outputs;
     if (!options.outputs_path.empty()) {
@@ -74,7 +70,7 @@ void run_bench(const BenchOptions& options) {
     size_t scored = 0, correct = 0;
     for (size_t i = 0; i < problems.size(); ++i) {
         const Problem& problem = problems[i];
-        const GenerationResult result = decoder.generate(problem.prompt, options.run.generation, *judge);
+        const GenerationResult result = session.decoder->generate(problem.prompt, options.run.generation, judge);
         totals += result.stats;
         nlohmann::json row = {{"index", i}, {"text", result.text}, {"stop_reason", to_string(result.stop_reason)},
                               {"stats", stats_to_json(result.stats)}};
@@ -94,12 +90,12 @@ void run_bench(const BenchOptions& options) {
     const double accuracy = scored ? double(correct) / double(scored) : 0.0;
     if (options.json) {
         nlohmann::json out = {{"problems", problems.size()},
-                              {"judge", judge->name()},
+                              {"judge", judge.name()},
                               {"stats", stats_to_json(totals)}};
         if (scored) out["accuracy"] = {{"correct", correct}, {"scored", scored}, {"rate", accuracy}};
         std::cout << out.dump() << "\n";
     } else {
-        std::cout << fmt::format("{} problems, judge {}\n", problems.size(), judge->name());
+        std::cout << fmt::format("{} problems, judge {}\n", problems.size(), judge.name());
         if (scored) std::cout << fmt::format("accuracy: {}/{} = {:.1f} %\n", correct, scored, 100.0 * accuracy);
         std::cout << format_stats(totals);
     }

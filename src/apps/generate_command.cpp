@@ -33,12 +33,8 @@ std::string read_prompt(const GenerateOptions& options) {
 }
 
 void run_generate(const GenerateOptions& options) {
-    set_llama_verbose(options.run.verbose);
-    const LoadedModels models = load_models(options.run);
-    const std::unique_ptr<Judge> judge = make_judge(options.run.judge);
-    ContextOptions context = options.run.context;
-    context.hidden_states = judge->needs_hidden_states();
-    SpeculativeDecoder decoder(*models.target, models.draft.get(), context);
+    DecodingSession session = open_session(options.run);
+    Judge& judge = *session.judge;
 
     const std::string prompt = read_prompt(options);
     TextCallback print_text;
@@ -49,13 +45,13 @@ void run_generate(const GenerateOptions& options) {
             std::fflush(stdout);
         };
     }
-    const GenerationResult result = decoder.generate(prompt, options.run.generation, *judge, print_text);
+    const GenerationResult result = session.decoder->generate(prompt, options.run.generation, judge, print_text);
 
     if (options.json) {
         nlohmann::json out = {{"text", result.text},
                               {"tokens", result.tokens},
                               {"stop_reason", to_string(result.stop_reason)},
-                              {"judge", judge->name()},
+                              {"judge", judge.name()},
                               {"stats", stats_to_json(result.stats)}};
         std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     } else {

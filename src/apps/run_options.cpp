@@ -54,8 +54,8 @@ void add_run_options(CLI::App& app, RunOptions& options) {
     app.add_flag("-v,--verbose", options.verbose, "Show llama.cpp's own log output");
 }
 
-LoadedModels load_models(const RunOptions& options) {
-    LoadedModels models;
+DecodingSession open_session(const RunOptions& options) {
+    set_llama_verbose(options.verbose);
     std::string target_path = options.target_path;
     std::string draft_path = options.draft_path;
     if (target_path.empty()) {
@@ -64,9 +64,14 @@ LoadedModels load_models(const RunOptions& options) {
         target_path = dir + "/reasoning-target.gguf";
         if (draft_path.empty()) draft_path = dir + "/reasoning-draft.gguf";
     }
-    models.target = std::make_unique<Model>(target_path, options.model);
-    if (!draft_path.empty()) models.draft = std::make_unique<Model>(draft_path, options.model);
-    return models;
+    DecodingSession session;
+    session.target = std::make_unique<Model>(target_path, options.model);
+    if (!draft_path.empty()) session.draft = std::make_unique<Model>(draft_path, options.model);
+    session.judge = make_judge(options.judge);
+    ContextOptions context = options.context;
+    context.hidden_states = session.judge->needs_hidden_states();
+    session.decoder = std::make_unique<SpeculativeDecoder>(*session.target, session.draft.get(), context);
+    return session;
 }
 
 void normalize_llama_style_flags(int argc, char** argv) {

@@ -24,14 +24,18 @@ struct RunOptions {
 
 void add_run_options(CLI::App& app, RunOptions& options);
 
-struct LoadedModels {
+// Everything a run's flags describe, ready to decode: the models, the judge, and a decoder whose
+// contexts provide what the judge reads (hidden states for autojudge).
+struct DecodingSession {
     std::unique_ptr<Model> target;
     std::unique_ptr<Model> draft;  // null: target-only
+    std::unique_ptr<Judge> judge;
+    std::unique_ptr<SpeculativeDecoder> decoder;
 };
 
-// Loads -m / -md. Without -m: the project's reasoning pair from the models folder (KLSPEC_MODELS_DIR
-// overrides where that is), target and draft.
-LoadedModels load_models(const RunOptions& options);
+// Without -m: the project's reasoning pair from the models folder (KLSPEC_MODELS_DIR overrides where
+// that is), target and draft.
+DecodingSession open_session(const RunOptions& options);
 
 // llama.cpp spells some long flags with one dash (-md, -ngl); CLI11 wants two. Rewrites them in place.
 void normalize_llama_style_flags(int argc, char** argv);
