@@ -15,7 +15,11 @@ import numpy as np
 import torch
 from gguf import GGUFReader, GGUFWriter
 
-VOCAB_GGUF = os.environ.get("KLSPEC_VOCAB_GGUF", "/work/shared/models/stories260K/stories260K.gguf")
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from tok512 import STORIES_DIR  # noqa: E402  (<repo>/../shared/models/stories260K)
+
+VOCAB_GGUF = os.environ.get("KLSPEC_VOCAB_GGUF", os.path.join(STORIES_DIR, "stories260K.gguf"))
 
 
 def main():

@@ -1,0 +1,577 @@
+"""Testbed v2 task families (issue 7): seeded generators of problems with chain-of-thought solutions.
+
+Three families, each mirroring one of the paper's domains and scored by its real benchmark's scorer
+(scorers.py):
+
+  word     GSM8K-like word problems: 2-5 operations, numbers up to 3 digits, 1-2 digit x 1 digit
+           products, exact division; "... The answer is N."                        scorer gsm8k
+  choice   MMLU-Pro-like multiple choice: options A-J with near-miss distractors (+-1, +-10, digit
+           swaps, wrong operation); a short reasoning; "The answer is (X)."         scorer mmlu-pro
+  trace    LiveCodeBench-like program tracing: a few lines of Python, a short trace, "Output: V"
+                                                                                    scorer lcb-output
+
+A problem is a question (the prompt, ending in "\\nA:" so that a model continues with the answer) and
+a *renderer* that writes a gold solution in a style drawn from a Style object. Every step has at least
+6 equivalent phrasings, optional connectives, restatements and units, free order of commutative
+steps and several closing forms; all of them score identically (test_families.py checks this).
+The content (numbers, names, the question text) comes from the problem's RNG; the style from a
+separate RNG seeded by one draw of it, so re-rendering a problem in another style never changes it.
+
+Splits are disjoint by construction: a question's split is fixed by a hash of its family and text
+(1 % test, 1 % validation, 98 % train) and each split's stream keeps only its own questions.
+"""
+import hashlib
+import random
+
+FAMILIES = ("word", "choice", "trace")
+SCORER = {"word": "gsm8k", "choice": "mmlu-pro", "trace": "lcb-output"}
+MAX_VALUE = 999  # every number in a problem or a solution has at most 3 digits
+
+
+class Style:
+    """Chooses among equivalent surface forms: at random, or (force=i) always option i mod len, so a
+    test can render every phrasing of every step."""
+
+    def __init__(self, rng, force=None):
+        self.rng, self.force = rng, force
+
+    def pick(self, options):
+        if self.force is not None:
+            return options[self.force % len(options)]
+        return self.rng.choice(options)
+
+    def chance(self, p):
+        return self.rng.random() < p
+
+    def shuffled(self, xs):
+        xs = list(xs)
+        if self.force is not None:
+            return xs[::-1] if self.force % 2 else xs
+        self.rng.shuffle(xs)
+        return xs
+
+
+def _cap(s):
+    return s[:1].upper() + s[1:]
+
+
+def _low(s):
+    """Lower-case the first letter, for a phrase that follows a connective ("Then adding 5 ...")."""
+    return s[:1].lower() + s[1:] if s[:1].isupper() and not s.startswith(("I ",)) else s
+
+
+CONNECTIVES = ["Then ", "Next, ", "So ", "Now ", "After that, "]
+
+# ---------------------------------------------------------------------------------------------
+# Arithmetic steps, shared by word problems and multiple choice. {a} op {b} = {c}.
+STEP_PHRASES = {
+    "+": ["{a} + {b} = {c}.", "{a} plus {b} is {c}.", "{a} plus {b} equals {c}.", "Adding {b} gives {c}.",
+          "{a} and {b} make {c}.", "{a} + {b} gives {c}.", "The sum of {a} and {b} is {c}."],
+    "-": ["{a} - {b} = {c}.", "{a} minus {b} is {c}.", "{a} minus {b} equals {c}.", "Taking away {b} leaves {c}.",
+          "{a} take away {b} is {c}.", "Removing {b} gives {c}.", "{a} - {b} leaves {c}."],
+    "x": ["{a} x {b} = {c}.", "{a} times {b} is {c}.", "{a} times {b} equals {c}.", "Multiplying {a} by {b} gives {c}.",
+          "{a} x {b} makes {c}.", "The product of {a} and {b} is {c}.", "{b} groups of {a} make {c}."],
+    "/": ["{a} / {b} = {c}.", "{a} divided by {b} is {c}.", "{a} divided by {b} equals {c}.",
+          "Dividing {a} by {b} gives {c}.", "{a} split into {b} equal parts is {c} each.", "{a} / {b} gives {c}."],
+}
+RESTATE = ["That is {c}.", "So that makes {c}.", "Now we have {c}.", "We have {c} now.", "The total is now {c}.",
+           "That gives {c} in all."]
+
+
+def render_step(style, a, op, b, c, unit=None, connective=False):
+    """One arithmetic step in one of >= 6 phrasings; + and x may swap their operands; optional
+    connective in front, optional unit after the result, optional restatement after."""
+    if op in "+x" and style.chance(0.3):
+        a, b = b, a
+    s = style.pick(STEP_PHRASES[op]).format(a=a, b=b, c=c)
+    if unit and s.endswith(f" {c}.") and style.chance(0.25):
+        s = s[:-1] + f" {unit}."
+    if connective and style.chance(0.35):
+        s = style.pick(CONNECTIVES) + _low(s)
+    if style.chance(0.12):
+        s += " " + style.pick(RESTATE).format(c=c)
+    return s
+
+
+def apply(op, a, b):
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "x":
+        return a * b
+    return a // b
+
+
+# ---------------------------------------------------------------------------------------------
+# Word problems (GSM8K-like)
+NAMES = [("Sam", "he"), ("Tom", "he"), ("Ben", "he"), ("Max", "he"), ("Leo", "he"), ("Jack", "he"),
+         ("Tim", "he"), ("Dan", "he"), ("Joe", "he"), ("Bob", "he"), ("Lily", "she"), ("Mia", "she"),
+         ("Anna", "she"), ("Emma", "she"), ("Lucy", "she"), ("Kate", "she"), ("Sue", "she"),
+         ("Amy", "she"), ("Zoe", "she"), ("Eva", "she"), ("Ella", "she"), ("Rose", "she")]
+ITEMS = ["apples", "cookies", "books", "cars", "balls", "toys", "flowers", "coins", "cups", "hats",
+         "shells", "rocks", "pens", "eggs", "cakes", "boats", "stars", "sweets", "dolls", "bells",
+         "leaves", "stickers", "marbles", "blocks", "kites", "socks", "beads", "cards", "nuts", "pins"]
+CONTAINERS = ["bags", "boxes", "baskets", "rows", "plates", "jars", "piles", "packs"]
+ADJ_PAIRS = [("red", "blue"), ("big", "small"), ("old", "new"), ("green", "yellow")]
+STORY = {
+    "+": ["{P} buys {b} more.", "{P} finds {b} more.", "A friend gives {o} {b} more.", "{P} gets {b} more.",
+          "{P} wins {b} more."],
+    "-": ["{P} gives {b} away.", "{P} loses {b}.", "{P} gives {b} to a friend.", "{P} sells {b}.",
+          "{P} uses {b}."],
+    "x": ["Then the number of {items} becomes {b} times as many.", "{P} ends up with {b} times as many {items}.",
+          "The number of {items} grows to {b} times as many."],
+}
+START_PHRASES = ["{name} starts with {a}.", "{name} has {a} at first.", "At first there are {a}.",
+                 "We start with {a}.", "{name} begins with {a} {items}.", "First, {name} has {a}."]
+CLOSE_HAVE = ["The answer is {N}.", "The answer is {N} {items}.", "So {name} has {N} {items}. The answer is {N}.",
+              "{name} ends with {N}. The answer is {N}.", "In the end there are {N}. The answer is {N}.",
+              "The final count is {N}. The answer is {N}."]
+CLOSE_EACH = ["The answer is {N}.", "The answer is {N} {items}.", "So each {who} gets {N}. The answer is {N}.",
+              "Each {who} gets {N} {items}. The answer is {N}.", "That is {N} each. The answer is {N}.",
+              "The share is {N}. The answer is {N}."]
+QUESTION_HAVE = ["How many {items} does {name} have now?", "How many {items} does {name} have in the end?",
+                 "How many {items} does {name} have?"]
+
+
+def make_word(rng):
+    """(question, render(style) -> answer, final)."""
+    name, pron = rng.choice(NAMES)
+    P, o = pron.capitalize(), ("him" if pron == "he" else "her")
+    items = rng.choice(ITEMS)
+    n_ops = rng.randint(2, 5)
+    story = []
+    # plan: a list of ("step", a, op, b, c) and ("any-order", [step, step]) entries, then the closing
+    plan = []
+    kinds = ["plain", "plain", "groups", "parts", "groups+plain"] + (["two-groups"] if n_ops >= 3 else [])
+    kind = rng.choice(kinds)
+    if kind == "plain":
+        value = rng.randint(10, 200)
+        story.append(f"{name} has {value} {items}.")
+        plan.append(("start", value))
+    elif kind in ("groups", "groups+plain"):
+        k, each, cont = rng.randint(2, 9), rng.randint(11, 60), rng.choice(CONTAINERS)
+        value = k * each
+        extra = ""
+        if kind == "groups+plain":
+            m = rng.randint(5, 99)
+            extra = f" and {m} more"
+        story.append(f"{name} has {k} {cont} with {each} {items} in each{extra}.")
+        plan.append(("step", k, "x", each, value))
+        n_ops -= 1
+        if kind == "groups+plain":
+            plan.append(("step", value, "+", m, value + m))
+            value += m
+            n_ops -= 1
+    elif kind == "parts":
+        a, b = rng.randint(10, 200), rng.randint(10, 200)
+        adj1, adj2 = rng.choice(ADJ_PAIRS)
+        story.append(f"{name} has {a} {adj1} {items} and {b} {adj2} {items}.")
+        value = a + b
+        plan.append(("step", a, "+", b, value))
+        n_ops -= 1
+    else:  # two-groups: two independent products in free order, then their sum
+        c1, c2 = rng.sample(CONTAINERS, 2)
+        k1, e1, k2, e2 = rng.randint(2, 9), rng.randint(11, 40), rng.randint(2, 9), rng.randint(11, 40)
+        p1, p2 = k1 * e1, k2 * e2
+        story.append(f"{name} has {k1} {c1} with {e1} {items} each and {k2} {c2} with {e2} each.")
+        plan.append(("any-order", [("step", k1, "x", e1, p1), ("step", k2, "x", e2, p2)]))
+        value = p1 + p2
+        plan.append(("step", p1, "+", p2, value))
+        n_ops -= 3
+
+    question = rng.choice(QUESTION_HAVE).format(items=items, name=name)
+    each_who = None
+    for i in range(max(0, n_ops)):
+        last = i == n_ops - 1
+        ops = ["+", "-", "+", "-"] + (["x"] if value <= 99 else []) + (["/"] if last else [])
+        for _ in range(30):  # an operation whose result stays positive, exact and <= MAX_VALUE
+            op = rng.choice(ops)
+            if op == "+":
+                b = rng.randint(2, 99)
+            elif op == "-":
+                b = rng.randint(2, 99)
+            elif op == "x":
+                b = rng.randint(2, 9)
+            else:
+                divisors = [d for d in range(2, 10) if value % d == 0 and value // d >= 2]
+                if not divisors:
+                    continue
+                b = rng.choice(divisors)
+            c = apply(op, value, b)
+            if 0 < c <= MAX_VALUE:
+                break
+        else:
+            op, b, c = "+", 1, value + 1
+        if op == "/":
+            each_who = rng.choice(["friend", "child", "box"])
+            if each_who == "box":
+                story.append(f"{P} puts them into {b} boxes with the same number in each.")
+                question = f"How many {items} are in each box?"
+            else:
+                plural = {"friend": "friends", "child": "children"}[each_who]
+                story.append(f"{P} shares them equally among {b} {plural}.")
+                question = f"How many {items} does each {each_who} get?"
+        else:
+            story.append(rng.choice(STORY[op]).format(P=P, o=o, b=b, items=items))
+        plan.append(("step", value, op, b, c))
+        value = c
+    final = value
+    q = "Q: " + " ".join(story) + " " + question + "\nA:"
+
+    def render(style):
+        out, first = [], True
+
+        def step(s):
+            nonlocal first
+            _, a, op, b, c = s
+            out.append(render_step(style, a, op, b, c, unit=items, connective=not first))
+            first = False
+
+        for entry in plan:
+            if entry[0] == "start":
+                if style.chance(0.75):  # optional: a solution may start right with the first operation
+                    out.append(style.pick(START_PHRASES).format(name=name, a=entry[1], items=items))
+            elif entry[0] == "any-order":
+                for s in style.shuffled(entry[1]):
+                    step(s)
+            else:
+                step(entry)
+        close = CLOSE_EACH if each_who else CLOSE_HAVE
+        out.append(style.pick(close).format(N=final, items=items, name=name, who=each_who))
+        return " ".join(out)
+
+    return q, render, final
+
+
+# ---------------------------------------------------------------------------------------------
+# Multiple choice (MMLU-Pro-like)
+LETTERS = "ABCDEFGHIJ"
+UNITS = [("minutes", "hours", "an hour", 60), ("seconds", "minutes", "a minute", 60),
+         ("days", "weeks", "a week", 7), ("months", "years", "a year", 12), ("eggs", "dozen", "a dozen", 12),
+         ("hours", "days", "a day", 24), ("legs", "spiders", "a spider", 8)]
+MATCH = ["That is option ({L}).", "This matches ({L}).", "{c} is option {L}.", "Option ({L}) is {c}.",
+         "So it is ({L}).", "{c} is listed as ({L})."]
+CLOSE_CHOICE = ["The answer is ({L}).", "The answer is {L}.", "So the answer is ({L}).",
+                "Therefore, the answer is ({L}).", "The correct answer is ({L}).", "Answer: {L}",
+                "The answer is ({L}) {c}."]
+
+
+def _distractors(rng, v, a, op, b):
+    """9 distinct positive near-miss values != v: off by 1, 2, 10 or 100, last digits swapped, a
+    wrong operation or an operand off by one."""
+    near = [v + 1, v - 1, v + 2, v - 2, v + 10, v - 10, v + 100, v - 100]
+    s = str(v)
+    if len(s) >= 2 and s[-1] != s[-2]:
+        near.append(int(s[:-2] + s[-1] + s[-2]))
+    wrong = [a + b, a * b, abs(a - b), apply(op, a, b + 1) if op != "/" else v + 3,
+             apply(op, a + 1, b) if op != "/" else v - 3, apply(op, a, max(1, b - 1)) if op != "/" else v * 2]
+    cands, seen = [], {v}
+    for group in (near, wrong):
+        group = [x for x in group if 0 < x <= MAX_VALUE and x not in seen]
+        rng.shuffle(group)
+        for x in group:
+            if x not in seen:
+                seen.add(x)
+                cands.append(x)
+    near_pick = [x for x in cands if x in near][:6]
+    rest = [x for x in cands if x not in near_pick]
+    out = near_pick + rest[:9 - len(near_pick)]
+    while len(out) < 9:
+        x = v + rng.randint(-30, 30)
+        if 0 < x <= MAX_VALUE and x not in seen:
+            seen.add(x)
+            out.append(x)
+    return out
+
+
+def make_choice(rng):
+    kind = rng.choice(["mul", "mul", "add", "sub", "div", "unit", "price", "seq", "square"])
+    fact = None
+    if kind == "mul":
+        a, b = rng.randint(12, 99), rng.randint(2, 9)
+        stem, (x, op, y) = f"What is {a} x {b}?", (a, "x", b)
+    elif kind == "add":
+        a, b = rng.randint(100, 899), rng.randint(11, 99)
+        stem, (x, op, y) = f"What is {a} + {b}?", (a, "+", b)
+    elif kind == "sub":
+        a, b = rng.randint(100, 999), rng.randint(11, 99)
+        stem, (x, op, y) = f"What is {a} - {b}?", (a, "-", b)
+    elif kind == "div":
+        b, qv = rng.randint(2, 9), rng.randint(11, 99)
+        stem, (x, op, y) = f"What is {b * qv} / {b}?", (b * qv, "/", b)
+    elif kind == "unit":
+        small, big, one, f = rng.choice(UNITS)
+        n = rng.randint(2, 15)
+        stem, (x, op, y) = f"How many {small} are in {n} {big}?", (n, "x", f)
+        fact = [f"There are {f} {small} in {one}.", f"{_cap(one)} has {f} {small}.",
+                f"Each of the {big} has {f} {small}.", f"One of the {big} is {f} {small}.",
+                f"We know {one} has {f} {small}.", f"{_cap(one)} is {f} {small}."]
+    elif kind == "price":
+        name, pron = rng.choice(NAMES)
+        items = rng.choice(ITEMS)
+        k, p = rng.randint(2, 9), rng.randint(11, 60)
+        stem, (x, op, y) = (f"{name} buys {k} {items} at {p} dollars each. How many dollars does {pron} pay?",
+                            (k, "x", p))
+        fact = [f"{name} pays {p} dollars {k} times.", f"Each costs {p} dollars.", f"The cost is {k} x {p}.",
+                f"We multiply the count by the price.", f"{k} {items} at {p} each.", f"Price times count."]
+    elif kind == "seq":
+        d, s0 = rng.randint(2, 15), rng.randint(1, 60)
+        seq = [s0 + i * d for i in range(4)]
+        stem = "What number comes next: " + ", ".join(map(str, seq)) + ", ?"
+        x, op, y = seq[-1], "+", d
+        fact = [f"The step is {d}.", f"Each number is {d} more.", f"The numbers go up by {d}.",
+                f"{seq[1]} - {seq[0]} = {d}.", f"The difference is {d}.", f"It adds {d} each time."]
+    else:
+        s = rng.randint(11, 99)
+        stem, (x, op, y) = f"A square has sides of {s} cm. What is its perimeter in cm?", (s, "x", 4)
+        fact = ["A square has 4 sides.", "The perimeter is 4 times the side.", "There are 4 equal sides.",
+                "Perimeter = 4 x side.", "All 4 sides are equal.", "We add the 4 sides."]
+    v = apply(op, x, y)
+    options = _distractors(rng, v, x, op, y) + [v]
+    rng.shuffle(options)
+    L = LETTERS[options.index(v)]
+    q = ("Q: " + stem + "\n" + "\n".join(f"{LETTERS[i]}) {o}" for i, o in enumerate(options)) + "\nA:")
+
+    def render(style):
+        out = []
+        if fact and style.chance(0.7):
+            out.append(style.pick(fact))
+        out.append(render_step(style, x, op, y, v))
+        if style.chance(0.7):
+            out.append(style.pick(MATCH).format(L=L, c=v))
+        out.append(style.pick(CLOSE_CHOICE).format(L=L, c=v))
+        return " ".join(out)
+
+    return q, render, L
+
+
+# ---------------------------------------------------------------------------------------------
+# Program tracing (LiveCodeBench-like)
+VARS = ["a", "b", "c", "x", "y", "n", "s", "t", "k", "m"]
+SET_CONST = ["{v} = {n}.", "{v} is {n}.", "{v} starts at {n}.", "Set {v} to {n}.", "{v} gets {n}.", "{v} holds {n}."]
+SET_EXPR = ["{v} = {x} {op} {y} = {c}.", "{v} = {e} = {c}.", "{v} is {x} {op} {y}, which is {c}.",
+            "{x} {op} {y} = {c}, so {v} = {c}.", "{v} becomes {x} {op} {y} = {c}.",
+            "{v} = {c}, since {x} {op} {y} = {c}.", "Now {v} = {x} {op} {y} = {c}."]
+EVAL_EXPR = ["{e} = {x} {op} {y} = {c}.", "{x} {op} {y} = {c}.", "{e} is {c}.", "That is {x} {op} {y}, or {c}.",
+             "{e} gives {c}.", "We print {x} {op} {y} = {c}."]
+COND_TRUE = ["{x} {cmp} {k} is true.", "Since {x} {cmp} {k}, the if branch runs.", "{x} {cmp} {k} holds.",
+             "The test {x} {cmp} {k} is True.", "Is {x} {cmp} {k}? Yes.", "{x} {cmp} {k}, so we take the if branch."]
+COND_FALSE = ["{x} {cmp} {k} is false.", "Since {x} {cmp} {k} fails, we skip the if.", "{x} {cmp} {k} does not hold.",
+              "The test {x} {cmp} {k} is False.", "Is {x} {cmp} {k}? No.", "{x} {cmp} {k} is not true."]
+LOOP_INTRO = ["The loop runs {n} times.", "i goes from 0 to {m}.", "range({n}) gives i = 0 to {m}.",
+              "There are {n} steps.", "The loop has {n} rounds.", "We loop {n} times."]
+LOOP_STEP = ["i = {i}: {v} = {x} {op} {y} = {c}.", "With i = {i}, {v} = {c}.", "i is {i}, so {v} becomes {x} {op} {y} = {c}.",
+             "When i = {i}, {v} = {x} {op} {y} = {c}.", "Step i = {i}: {x} {op} {y} = {c}.", "i = {i} gives {v} = {c}."]
+CLOSE_TRACE = ["Output: {out}", "It prints {out}.\nOutput: {out}", "The program prints {out}.\nOutput: {out}",
+               "So it prints {out}.\nOutput: {out}", "So the output is {out}.\nOutput: {out}",
+               "The result is {out}.\nOutput: {out}"]
+CODE_OP = {"+": "+", "-": "-", "x": "*"}
+CMP = {">": lambda a, b: a > b, "<": lambda a, b: a < b, ">=": lambda a, b: a >= b, "<=": lambda a, b: a <= b}
+
+
+def _binop(rng, x, small_only=False):
+    """An operation and operand for value x whose result stays in 0..MAX_VALUE (x only on small values)."""
+    ops = ["+", "-"] + (["x"] if x <= 40 and not small_only else [])
+    for _ in range(20):
+        op = rng.choice(ops)
+        y = rng.randint(2, 9) if op == "x" else rng.randint(1, 30)
+        c = apply(op, x, y)
+        if 0 <= c <= MAX_VALUE:
+            return op, y, c
+    return "+", 1, x + 1
+
+
+def make_trace(rng):
+    kind = rng.choice(["linear", "branch", "loop", "func", "list"])
+    names = rng.sample(VARS, 4)
+    code, steps = [], []  # steps: callables style -> sentence
+    if kind == "linear":
+        env = {}
+        v0, n0 = names[0], rng.randint(2, 30)
+        code.append(f"{v0} = {n0}")
+        env[v0] = n0
+        steps.append(lambda st, v0=v0, n0=n0: st.pick(SET_CONST).format(v=v0, n=n0))
+        for v in names[1:rng.randint(2, 3) + 1]:
+            u = rng.choice(sorted(env))
+            op, y, c = _binop(rng, env[u])
+            use_var = [w for w in env if w != u]
+            if use_var and rng.random() < 0.4 and op != "x":
+                w = rng.choice(sorted(use_var))
+                y = env[w]
+                c = apply(op, env[u], y)
+                if c < 0 or c > MAX_VALUE:
+                    op, c = "+", env[u] + y
+                e = f"{u} {CODE_OP[op]} {w}"
+            else:
+                e = f"{u} {CODE_OP[op]} {y}"
+            code.append(f"{v} = {e}")
+            steps.append(lambda st, v=v, x=env[u], op=op, y=y, c=c, e=e:
+                         st.pick(SET_EXPR).format(v=v, x=x, op=CODE_OP[op], y=y, c=c, e=e))
+            env[v] = c
+        last = names[:len(env)][-1]
+        if rng.random() < 0.5:
+            code.append(f"print({last})")
+            out = env[last]
+        else:
+            u, w = rng.sample(sorted(env), 2)
+            op = rng.choice(["+", "-"]) if env[u] >= env[w] else "+"
+            out = apply(op, env[u], env[w])
+            e = f"{u} {CODE_OP[op]} {w}"
+            code.append(f"print({e})")
+            steps.append(lambda st, x=env[u], op=op, y=env[w], c=out, e=e:
+                         st.pick(EVAL_EXPR).format(x=x, op=CODE_OP[op], y=y, c=c, e=e))
+    elif kind == "branch":
+        v = names[0]
+        x = rng.randint(2, 60)
+        k = max(1, min(99, x + rng.choice([-7, -3, -1, 0, 1, 3, 7])))
+        cmp = rng.choice(list(CMP))
+        taken = CMP[cmp](x, k)
+        op1, y1, c1 = _binop(rng, x)
+        op2, y2, c2 = _binop(rng, x)
+        has_else = rng.random() < 0.6
+        code += [f"{v} = {x}", f"if {v} {cmp} {k}:", f"  {v} = {v} {CODE_OP[op1]} {y1}"]
+        if has_else:
+            code += ["else:", f"  {v} = {v} {CODE_OP[op2]} {y2}"]
+        code.append(f"print({v})")
+        steps.append(lambda st: st.pick(SET_CONST).format(v=v, n=x))
+        steps.append(lambda st: st.pick(COND_TRUE if taken else COND_FALSE).format(x=x, cmp=cmp, k=k))
+        if taken:
+            out = c1
+            steps.append(lambda st: st.pick(SET_EXPR).format(v=v, x=x, op=CODE_OP[op1], y=y1, c=c1,
+                                                            e=f"{v} {CODE_OP[op1]} {y1}"))
+        elif has_else:
+            out = c2
+            steps.append(lambda st: st.pick(SET_EXPR).format(v=v, x=x, op=CODE_OP[op2], y=y2, c=c2,
+                                                            e=f"{v} {CODE_OP[op2]} {y2}"))
+        else:
+            out = x
+            steps.append(lambda st: st.pick([f"{v} stays {x}.", f"{v} is still {x}.", f"So {v} = {x}.",
+                                             f"Nothing changes: {v} = {x}.", f"{v} keeps {x}.",
+                                             f"{v} remains {x}."]))
+    elif kind == "loop":
+        v = names[0]
+        s0, n = rng.randint(0, 20), rng.randint(2, 4)
+        form = rng.choice(["i", "k", "2"])
+        if form == "i":
+            body, y_of = f"{v} = {v} + i", (lambda i: i)
+        elif form == "k":
+            kk = rng.randint(2, 15)
+            body, y_of = f"{v} = {v} + {kk}", (lambda i, kk=kk: kk)
+        else:
+            s0, n = rng.randint(1, 12), rng.randint(2, 3)
+            body, y_of = f"{v} = {v} * 2", (lambda i: 2)
+        op = "x" if form == "2" else "+"
+        code += [f"{v} = {s0}", f"for i in range({n}):", f"  {body}", f"print({v})"]
+        steps.append(lambda st: st.pick(SET_CONST).format(v=v, n=s0))
+        steps.append(lambda st: st.pick(LOOP_INTRO).format(n=n, m=n - 1) if st.chance(0.5) else "")
+        s = s0
+        for i in range(n):
+            c = apply(op, s, y_of(i))
+            steps.append(lambda st, i=i, x=s, y=y_of(i), c=c:
+                         st.pick(LOOP_STEP).format(i=i, v=v, x=x, op=CODE_OP[op], y=y, c=c))
+            s = c
+        out = s
+    elif kind == "func":
+        p = names[0]
+        k1, k2 = rng.randint(2, 9), rng.randint(1, 30)
+        op2 = rng.choice(["+", "-"])
+        arg = rng.randint(2, 40)
+        r1 = arg * k1
+        if op2 == "-" and r1 - k2 < 0:
+            op2 = "+"
+        r2 = apply(op2, r1, k2)
+        code += [f"def f({p}):", f"  return {p} * {k1} {op2} {k2}", f"print(f({arg}))"]
+        steps.append(lambda st: st.pick([f"f({arg}) has {p} = {arg}.", f"We call f with {p} = {arg}.",
+                                         f"In f, {p} is {arg}.", f"f({arg}): {p} = {arg}.",
+                                         f"The call sets {p} to {arg}.", f"{p} = {arg} inside f."]))
+        steps.append(lambda st: st.pick(EVAL_EXPR).format(e=f"{p} * {k1}", x=arg, op="*", y=k1, c=r1))
+        steps.append(lambda st: st.pick(EVAL_EXPR).format(e=f"{r1} {op2} {k2}", x=r1, op=op2, y=k2, c=r2))
+        out = r2
+    else:  # list
+        v = rng.choice(["xs", "nums", "vals"])
+        xs = [rng.randint(1, 50) for _ in range(rng.randint(3, 4))]
+        what = rng.choice(["sum", "max", "min", "index"])
+        code.append(f"{v} = [{', '.join(map(str, xs))}]")
+        if what == "sum":
+            code.append(f"print(sum({v}))")
+            out, run = sum(xs), xs[0]
+            for x in xs[1:]:
+                steps.append(lambda st, a=run, b=x, c=run + x: render_step(st, a, "+", b, c))
+                run += x
+        elif what in ("max", "min"):
+            code.append(f"print({what}({v}))")
+            out = max(xs) if what == "max" else min(xs)
+            word = "largest" if what == "max" else "smallest"
+            steps.append(lambda st: st.pick([f"The {word} is {out}.", f"{what}({v}) = {out}.",
+                                             f"The {word} number is {out}.", f"{what} gives {out}.",
+                                             f"Of these, {out} is the {word}.", f"{what}({v}) is {out}."]))
+        else:
+            i = rng.randrange(len(xs))
+            code.append(f"print({v}[{i}])")
+            out = xs[i]
+            nth = ["first", "second", "third", "fourth"][i]
+            steps.append(lambda st: st.pick([f"{v}[{i}] is {out}.", f"Index {i} is the {nth} item, {out}.",
+                                             f"The {nth} item is {out}.", f"{v}[{i}] = {out}.",
+                                             f"Counting from 0, {v}[{i}] = {out}.", f"At index {i} we find {out}."]))
+    q = "Q: What does this program print?\n" + "\n".join(code) + "\nA:"
+
+    def render(style):
+        out_s = [s(style) for s in steps]
+        out_s = [s for s in out_s if s]
+        out_s.append(style.pick(CLOSE_TRACE).format(out=out))
+        return " ".join(out_s)
+
+    return q, render, str(out)
+
+
+MAKERS = {"word": make_word, "choice": make_choice, "trace": make_trace}
+
+
+# ---------------------------------------------------------------------------------------------
+# Splits and streams
+def split_of(family, question):
+    bucket = int(hashlib.sha256(f"{family}\n{question}".encode()).hexdigest()[:8], 16) % 100
+    return "test" if bucket == 0 else "validation" if bucket == 1 else "train"
+
+
+SPLIT_SEED = {"train": 1, "validation": 2, "test": 3}
+
+
+def make(family, rng, force=None):
+    """One problem row of `family` from rng: question, answer (a gold solution in a random style, or
+    in forced style `force`), final, family, scorer."""
+    q, render, final = MAKERS[family](rng)
+    style = Style(random.Random(rng.random()), force)
+    return {"question": q, "answer": render(style), "final": final, "family": family, "scorer": SCORER[family]}
+
+
+def make_with_renderer(family, rng):
+    """(row without answer, render(style)) for re-rendering one problem in many styles (tests)."""
+    q, render, final = MAKERS[family](rng)
+    return {"question": q, "final": final, "family": family, "scorer": SCORER[family]}, render
+
+
+def problems(split, seed=0, families=FAMILIES, weights=None):
+    """Endless deterministic stream of problem rows of `split`: each draw picks a family (weights,
+    default uniform) and keeps the problem only if its question hashes into `split`."""
+    rng = random.Random(f"testbed:{split}:{SPLIT_SEED[split]}:{seed}")
+    families = list(families)
+    while True:
+        fam = rng.choices(families, weights=weights)[0] if len(families) > 1 else families[0]
+        row = make(fam, rng)
+        if split_of(fam, row["question"]) == split:
+            yield row
+
+
+def take(split, n, seed=0, families=FAMILIES):
+    """The first n distinct questions of each family in `families` (n per family), family by family."""
+    out = []
+    for fam in families:
+        gen, seen = problems(split, seed, families=[fam]), set()
+        while len(seen) < n:
+            row = next(gen)
+            if row["question"] not in seen:
+                seen.add(row["question"])
+                out.append(row)
+    return out

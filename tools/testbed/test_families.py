@@ -1,0 +1,214 @@
+"""Tests of the testbed v2 generator and scorers (no torch needed).
+
+  cd tools/testbed && /usr/bin/python3 -m unittest -v test_families
+"""
+import contextlib
+import io
+import json
+import os
+import random
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+import families  # noqa: E402
+import scorers  # noqa: E402
+from families import FAMILIES, Style  # noqa: E402
+
+N = 150  # problems per family and check: keeps the whole file well under a minute
+
+
+def run_program(code):
+    """Execute a trace problem's program and return what it prints, stripped."""
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        exec(code, {})
+    return buf.getvalue().strip()
+
+
+def program_of(question):
+    return question.split("\n", 1)[1].rsplit("\nA:", 1)[0]
+
+
+class Determinism(unittest.TestCase):
+    def test_same_seed_same_problems(self):
+        for split in ("train", "validation", "test"):
+            self.assertEqual(families.take(split, 20), families.take(split, 20))
+        a = families.problems("train", seed=7)
+        b = families.problems("train", seed=7)
+        self.assertEqual([next(a) for _ in range(50)], [next(b) for _ in range(50)])
+
+    def test_other_seed_other_problems(self):
+        a = families.problems("train", seed=1)
+        b = families.problems("train", seed=2)
+        self.assertNotEqual([next(a)["question"] for _ in range(20)], [next(b)["question"] for _ in range(20)])
+
+    def test_rendering_does_not_change_the_problem(self):
+        # The style has its own RNG: forcing a style leaves the question and the stream unchanged.
+        for fam in FAMILIES:
+            r1, r2 = random.Random(3), random.Random(3)
+            rows1 = [families.make(fam, r1) for _ in range(10)]
+            rows2 = [families.make(fam, r2, force=4) for _ in range(10)]
+            self.assertEqual([r["question"] for r in rows1], [r["question"] for r in rows2])
+
+
+class Splits(unittest.TestCase):
+    def test_streams_keep_their_split(self):
+        for split in ("train", "validation", "test"):
+            gen = families.problems(split, seed=0)
+            for _ in range(100):
+                row = next(gen)
+                self.assertEqual(families.split_of(row["family"], row["question"]), split)
+
+    def test_splits_disjoint(self):
+        qs = {}
+        for split, n in (("train", 2000), ("validation", 100), ("test", 100)):
+            gen = families.problems(split, seed=0)
+            qs[split] = {(r["family"], r["question"]) for r in (next(gen) for _ in range(n))}
+        self.assertFalse(qs["train"] & qs["test"])
+        self.assertFalse(qs["train"] & qs["validation"])
+        self.assertFalse(qs["validation"] & qs["test"])
+
+    def test_committed_test_files_are_test_split(self):
+        for fam in FAMILIES:
+            path = os.path.join(REPO, "data", f"testbed_{fam}_test.jsonl")
+            if not os.path.exists(path):
+                self.skipTest(f"{path} not written")
+            with open(path) as f:
+                rows = [json.loads(line) for line in f]
+            self.assertGreaterEqual(len(rows), 100)
+            self.assertEqual(len({r["question"] for r in rows}), len(rows), "duplicate questions")
+            for r in rows:
+                self.assertEqual(r["family"], fam)
+                self.assertEqual(r["scorer"], families.SCORER[fam])
+                self.assertEqual(families.split_of(fam, r["question"]), "test")
+                self.assertTrue(scorers.is_correct(r["scorer"], r["answer"], r["final"]))
+            # the file is what the generator writes today (regenerate with taskgen.py write-test)
+            self.assertEqual(rows, families.take("test", len(rows), families=[fam]))
+
+
+class GoldSolutions(unittest.TestCase):
+    def test_every_gold_solution_scores_correct(self):
+        for fam in FAMILIES:
+            for split in ("train", "test"):
+                gen = families.problems(split, seed=11, families=[fam])
+                for _ in range(N):
+                    r = next(gen)
+                    self.assertTrue(r["question"].endswith("\nA:"), r["question"])
+                    self.assertTrue(scorers.is_correct(r["scorer"], r["answer"], r["final"]),
+                                    f"{fam}: {r['question']} {r['answer']} final {r['final']}")
+
+    def test_trace_programs_print_the_gold_output(self):
+        gen = families.problems("train", seed=5, families=["trace"])
+        for _ in range(N):
+            r = next(gen)
+            self.assertEqual(run_program(program_of(r["question"])), r["final"], r["question"])
+
+    def test_word_and_choice_finals(self):
+        gen = families.problems("train", seed=5, families=["word", "choice"])
+        for _ in range(N):
+            r = next(gen)
+            if r["family"] == "word":
+                self.assertIsInstance(r["final"], int)
+                self.assertTrue(0 < r["final"] <= families.MAX_VALUE)
+            else:
+                # exactly one option holds the value the gold solution computes, and it is `final`
+                opts = [line for line in r["question"].split("\n") if line[1:3] == ") "]
+                self.assertEqual([o[0] for o in opts], list("ABCDEFGHIJ"))
+                values = [o[3:] for o in opts]
+                self.assertEqual(len(set(values)), 10, r["question"])
+
+
+class Phrasings(unittest.TestCase):
+    TABLES = ["START_PHRASES", "CLOSE_HAVE", "CLOSE_EACH", "RESTATE", "MATCH", "CLOSE_CHOICE", "SET_CONST",
+              "SET_EXPR", "EVAL_EXPR", "COND_TRUE", "COND_FALSE", "LOOP_INTRO", "LOOP_STEP", "CLOSE_TRACE"]
+
+    def test_tables_have_six_phrasings(self):
+        for op, table in families.STEP_PHRASES.items():
+            self.assertGreaterEqual(len(set(table)), 6, op)
+        for name in self.TABLES:
+            self.assertGreaterEqual(len(set(getattr(families, name))), 6, name)
+
+    def test_every_phrasing_scores_identically(self):
+        for fam in FAMILIES:
+            rng = random.Random(fam)
+            for _ in range(40):
+                row, render = families.make_with_renderer(fam, rng)
+                answers = set()
+                for force in range(8):  # forced style i: phrasing i of every step (tables have 6-8)
+                    answers.add(render(Style(random.Random(force), force)))
+                for seed in range(12):  # plus random styles: connectives, units, restatements, order
+                    answers.add(render(Style(random.Random(seed))))
+                self.assertGreaterEqual(len(answers), 6, f"{fam}: {row['question']}")
+                extracted = {scorers.extract(row["scorer"], a) for a in answers}
+                self.assertEqual(len(extracted), 1, answers)
+                for a in answers:
+                    self.assertTrue(scorers.is_correct(row["scorer"], a, row["final"]), a)
+
+    def test_commutative_steps_in_both_orders(self):
+        # "two-groups" word problems compute two products in either order
+        rng, orders = random.Random(0), set()
+        while len(orders) < 2:
+            row, render = families.make_with_renderer("word", rng)
+            if " each and " not in row["question"]:
+                continue
+            orders.add(render(Style(random.Random(0), 0))[:12])
+            orders.add(render(Style(random.Random(0), 1))[:12])
+        self.assertEqual(len(orders), 2)
+
+
+class Scorers(unittest.TestCase):
+    def test_gsm8k(self):
+        self.assertTrue(scorers.is_correct("gsm8k", "5 + 7 = 12. The answer is 12.", 12))
+        self.assertTrue(scorers.is_correct("gsm8k", "The answer is 1,200 apples.", 1200))
+        self.assertTrue(scorers.is_correct("gsm8k", "The answer is $12.", "12"))
+        self.assertFalse(scorers.is_correct("gsm8k", "The answer is 13.", 12))
+        self.assertFalse(scorers.is_correct("gsm8k", "So the answer is 12.", 12))  # case-sensitive, as klspec bench
+        self.assertFalse(scorers.is_correct("gsm8k", "The answer is 13. The answer is 12.", 12))  # first one counts
+        self.assertFalse(scorers.is_correct("gsm8k", "12", 12))
+
+    def test_mmlu_pro_cascade(self):
+        self.assertEqual(scorers.extract("mmlu-pro", "so the answer is (C)."), "C")
+        self.assertEqual(scorers.extract("mmlu-pro", "The answer is D."), "D")
+        self.assertEqual(scorers.extract("mmlu-pro", "blah\nAnswer: G"), "G")
+        self.assertEqual(scorers.extract("mmlu-pro", "I pick B, no, E is right"), "E")
+        self.assertEqual(scorers.extract("mmlu-pro", "The answer is (B). Answer: C"), "B")
+        self.assertIsNone(scorers.extract("mmlu-pro", "no letter here"))
+        self.assertFalse(scorers.is_correct("mmlu-pro", "The answer is (B).", "C"))
+
+    def test_lcb_output(self):
+        self.assertTrue(scorers.is_correct("lcb-output", "x = 3.\nOutput: 3", "3"))
+        self.assertTrue(scorers.is_correct("lcb-output", "Output: 1\nOutput:  42  \n", "42"))
+        self.assertFalse(scorers.is_correct("lcb-output", "Output: 42.", "42"))
+        self.assertFalse(scorers.is_correct("lcb-output", "It prints 42.", "42"))
+
+
+class Tokenization(unittest.TestCase):
+    """Everything tokenizes sensibly with tok512: short, digits as single pieces, byte fallback only
+    for '=' and newline."""
+
+    @classmethod
+    def setUpClass(cls):
+        sys.path.insert(0, os.path.join(REPO, "tools", "reasoning_pair"))
+        from tok512 import DEFAULT_PATH, Tok512
+        if not os.path.exists(DEFAULT_PATH):
+            raise unittest.SkipTest(f"{DEFAULT_PATH} missing")
+        cls.tok = Tok512()
+
+    def test_lengths_and_byte_fallback(self):
+        allowed_bytes = {3 + ord("="), 3 + ord("\n")}
+        for fam in FAMILIES:
+            gen = families.problems("train", seed=2, families=[fam])
+            for _ in range(60):
+                r = next(gen)
+                ids = self.tok.encode(r["question"]) + self.tok.encode(" " + r["answer"], add_prefix_space=False)
+                self.assertLessEqual(len(ids) + 2, 320, r["question"])
+                bytes_used = {i for i in ids if 3 <= i < 3 + 256}
+                self.assertLessEqual(bytes_used, allowed_bytes, (r["question"], r["answer"]))
+                self.assertEqual(self.tok.decode(self.tok.encode(r["question"])), r["question"])
+
+
+if __name__ == "__main__":
+    unittest.main()
