@@ -34,6 +34,12 @@ PRESETS = {
     "target": Config(dim=192, n_layers=6, n_heads=6, n_kv_heads=3, hidden_dim=512),        # 2.53 M
     "target-large": Config(dim=256, n_layers=6, n_heads=8, n_kv_heads=4, hidden_dim=688),  # 4.48 M
     "draft": Config(dim=96, n_layers=3, n_heads=4, n_kv_heads=2, hidden_dim=192),          # 0.30 M
+    # Testbed v2 (tools/testbed, issue 7): problems up to ~300 tokens, so a 512-token context; head_dim 64.
+    # tb-small is trained first and grown (tools/testbed/grow.py: residual width x2 by duplication,
+    # heads and kv heads x2, FFN hidden x4, 4 identity-initialised layers) into tb-target.
+    "tb-small": Config(dim=256, n_layers=6, n_heads=4, n_kv_heads=2, hidden_dim=512, max_seq_len=512),   # 3.7 M
+    "tb-target": Config(dim=512, n_layers=10, n_heads=8, n_kv_heads=4, hidden_dim=2048, max_seq_len=512),  # 39.6 M
+    "tb-draft": Config(dim=128, n_layers=3, n_heads=2, n_kv_heads=1, hidden_dim=320, max_seq_len=512),   # 0.5 M
 }
 
 

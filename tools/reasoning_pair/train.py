@@ -1,6 +1,8 @@
-"""Train a small Llama on generated arithmetic word problems (tok512 tokens), resumably.
+"""Train a small Llama on generated problems (tok512 tokens), resumably.
 
-  /usr/bin/python3 train.py --run target-v1 --preset target-small
+  /usr/bin/python3 train.py --run target-v1 --preset target                  # v1 arithmetic (taskgen.py)
+  /usr/bin/python3 train.py --run tb-small-v1 --preset tb-small --tasks testbed   # testbed v2 families
+  /usr/bin/python3 train.py --run tb-target-v1 --init grown.pt --tasks testbed    # start from a grown model
 
 Re-running the same command resumes from ~/.cache/klspec/train/<run>/ckpt.pt. Every --eval-every
 tokens it measures greedy accuracy on validation problems and appends a row to
@@ -27,7 +29,7 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
-import taskgen  # noqa: E402
+import tasks  # noqa: E402
 from model import PRESETS, Config, Llama, config_dict  # noqa: E402
 from tok512 import BOS_ID, EOS_ID, Tok512  # noqa: E402
 
@@ -41,9 +43,9 @@ def encode_problem(tok, question, answer):
     return q + tok.encode(" " + answer, add_prefix_space=False) + [EOS_ID], len(q)
 
 
-def make_batch(tok, seed, step, batch_size, seq_len, answer_only):
+def make_batch(tok, source, seed, step, batch_size, seq_len, answer_only):
     """Rows of packed whole problems. Returns idx, targets, pos, mask, answer_targets."""
-    gen = taskgen.problems("train", seed=f"{seed}:{step}")
+    gen = source.train_stream(f"{seed}:{step}")
     idx = torch.zeros(batch_size, seq_len, dtype=torch.long)
     tgt = torch.full((batch_size, seq_len), IGNORE, dtype=torch.long)
     ans = torch.full((batch_size, seq_len), IGNORE, dtype=torch.long)
@@ -55,8 +57,10 @@ def make_batch(tok, seed, step, batch_size, seq_len, answer_only):
         while True:
             fit = next((p for p in pool if t + len(p[0]) <= seq_len), None)
             if fit is None and len(pool) < 8:
-                q, a, _ = next(gen)
-                pool.append(encode_problem(tok, q, a))
+                q, a = next(gen)
+                enc = encode_problem(tok, q, a)
+                if len(enc[0]) <= seq_len:  # a problem longer than a row could never be placed
+                    pool.append(enc)
                 continue
             if fit is None:
                 break
@@ -76,31 +80,44 @@ def make_batch(tok, seed, step, batch_size, seq_len, answer_only):
 
 
 @torch.no_grad()
-def evaluate(model, tok, problems, max_new=96, batch=50):
-    """Greedy accuracy and mean answer-token loss on (question, answer, final) triples."""
+def evaluate(model, tok, source, rows, max_new=96, batch=50):
+    """On problem rows (question, answer, final, family): greedy accuracy overall and per family, the
+    mean answer-token loss on the gold answers, and the fraction of gold answer-token positions where
+    the model's top probability is <= 0.9 (where a relaxed judge can act)."""
     model.eval()
-    correct, loss_sum, n_tok = 0, 0.0, 0
-    for i in range(0, len(problems), batch):
-        chunk = problems[i:i + batch]
-        prompts = [[BOS_ID] + tok.encode(q) for q, _, _ in chunk]
-        for out, (_, _, final) in zip(model.greedy(prompts, max_new, EOS_ID), chunk):
-            correct += taskgen.is_correct(tok.decode(out), final)
-        for q, a, _ in chunk:
-            ids, n_prompt = encode_problem(tok, q, a)
+    correct, n_fam, loss_sum, n_tok, n_unsure = {}, {}, 0.0, 0, 0
+    for i in range(0, len(rows), batch):
+        chunk = rows[i:i + batch]
+        prompts = [[BOS_ID] + tok.encode(r["question"]) for r in chunk]
+        for out, r in zip(model.greedy(prompts, max_new, EOS_ID), chunk):
+            fam = r["family"]
+            correct[fam] = correct.get(fam, 0) + bool(source.is_correct(tok.decode(out), r))
+            n_fam[fam] = n_fam.get(fam, 0) + 1
+        for r in chunk:
+            ids, n_prompt = encode_problem(tok, r["question"], r["answer"])
             x = torch.tensor([ids[:-1]])
             T = x.shape[1]
             logits = model(x, torch.arange(T)[None], torch.ones(T, T, dtype=torch.bool).tril()[None, None])
-            loss_sum += F.cross_entropy(logits[0, n_prompt - 1:], torch.tensor(ids[n_prompt:]),
-                                        reduction="sum").item()
+            ans = logits[0, n_prompt - 1:]
+            loss_sum += F.cross_entropy(ans, torch.tensor(ids[n_prompt:]), reduction="sum").item()
+            n_unsure += int((ans.softmax(-1).max(-1).values <= 0.9).sum())
             n_tok += len(ids) - n_prompt
     model.train()
-    return correct / len(problems), loss_sum / n_tok
+    acc = {f: correct[f] / n_fam[f] for f in n_fam}
+    return {"acc": sum(correct.values()) / len(rows), "family_acc": acc, "answer_loss": loss_sum / n_tok,
+            "unsure": n_unsure / n_tok}
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--run", required=True, help="run name: checkpoint dir and curve file name")
     ap.add_argument("--preset", choices=sorted(PRESETS), default="target")
+    ap.add_argument("--tasks", choices=["reasoning", "testbed"], default="reasoning",
+                    help="problem source: v1 arithmetic (taskgen.py) or the testbed v2 families")
+    ap.add_argument("--mix", default=None, help="testbed family weights per problem, e.g. word=2,choice=1,trace=1")
+    ap.add_argument("--init", default=None, metavar="CKPT",
+                    help="start a new run from this checkpoint's weights and config (e.g. a grown model); "
+                         "ignored when the run already has a checkpoint; --preset is then not used")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--seq-len", type=int, default=256)
@@ -119,8 +136,13 @@ def main():
     ap.add_argument("--ckpt-minutes", type=float, default=5.0)
     ap.add_argument("--threads", type=int, default=1, help="keep 1: the other core builds C++")
     ap.add_argument("--ckpt-root", default=os.path.expanduser("~/.cache/klspec/train"))
-    ap.add_argument("--curve-dir", default=os.path.join(REPO, "models"))
+    ap.add_argument("--curve-dir", default=None,
+                    help="where <run>.curve.csv goes (default: models/ for reasoning, tools/testbed/curves for testbed)")
     args = ap.parse_args()
+    if args.curve_dir is None:
+        args.curve_dir = os.path.join(REPO, "models") if args.tasks == "reasoning" else \
+            os.path.join(REPO, "tools", "testbed", "curves")
+    source = tasks.get(args.tasks, args.mix)
 
     torch.set_num_threads(args.threads)
     torch.set_num_interop_threads(1)
@@ -137,9 +159,18 @@ def main():
         log.write(line + "\n")
 
     tok = Tok512()
-    config = PRESETS[args.preset]
+    init = None
+    if args.init and not os.path.exists(ckpt_path):
+        init = torch.load(args.init, map_location="cpu")
+        config = Config(**init["config"])
+    elif args.init:
+        config = Config(**torch.load(ckpt_path, map_location="cpu")["config"])
+    else:
+        config = PRESETS[args.preset]
     torch.manual_seed(args.seed)
     model = Llama(config)
+    if init is not None:
+        model.load_state_dict(init["model"])
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
@@ -147,6 +178,8 @@ def main():
     step, tokens_seen, wall, next_eval = 0, 0, 0.0, 0
     if os.path.exists(ckpt_path):
         ck = torch.load(ckpt_path)
+        if ck.get("args", {}).get("tasks", "reasoning") != args.tasks:
+            sys.exit(f"{ckpt_path} was trained with --tasks {ck['args'].get('tasks', 'reasoning')}, not {args.tasks}")
         if ck["config"] != config_dict(config):
             sys.exit(f"{ckpt_path} has config {ck['config']}, not preset {args.preset}")
         model.load_state_dict(ck["model"])
@@ -155,21 +188,28 @@ def main():
         torch.set_rng_state(ck["torch_rng"])
         say(f"resumed {args.run} at step {step}, {tokens_seen} tokens, {wall:.0f} s")
     else:
-        say(f"new run {args.run}: {args.preset} {config_dict(config)}, {model.n_params()} params, args {vars(args)}")
+        src = f"init {args.init}" if init is not None else args.preset
+        say(f"new run {args.run}: {src} {config_dict(config)}, {model.n_params()} params, args {vars(args)}")
 
-    val = taskgen.take("validation", args.eval_problems)
+    val = source.validation(args.eval_problems)
+    multi = args.tasks != "reasoning"  # extra curve columns: accuracy per family, unsure fraction
 
     def eval_and_log():
         t0 = time.time()
-        acc, ans_loss = evaluate(model, tok, val)
+        ev = evaluate(model, tok, source, val, max_new=source.max_new)
         new_file = not os.path.exists(curve_path)
         with open(curve_path, "a", newline="") as f:
             w = csv.writer(f)
             if new_file:
-                w.writerow(["tokens_seen", "train_loss", "val_accuracy", "val_answer_loss", "wall_seconds", "step"])
+                w.writerow(["tokens_seen", "train_loss", "val_accuracy", "val_answer_loss", "wall_seconds", "step"]
+                           + ([f"acc_{fam}" for fam in source.families] + ["val_maxp_le_0.9"] if multi else []))
             w.writerow([tokens_seen, f"{loss_avg:.4f}" if loss_avg is not None else "",
-                        f"{acc:.3f}", f"{ans_loss:.4f}", f"{wall:.0f}", step])
-        say(f"eval step {step} tokens {tokens_seen}: val acc {acc:.3f} answer loss {ans_loss:.4f} ({time.time() - t0:.0f} s)")
+                        f"{ev['acc']:.3f}", f"{ev['answer_loss']:.4f}", f"{wall:.0f}", step]
+                       + ([f"{ev['family_acc'][fam]:.3f}" for fam in source.families] + [f"{ev['unsure']:.3f}"]
+                          if multi else []))
+        fams = " ".join(f"{k} {v:.3f}" for k, v in ev["family_acc"].items()) if multi else ""
+        say(f"eval step {step} tokens {tokens_seen}: val acc {ev['acc']:.3f} {fams} answer loss "
+            f"{ev['answer_loss']:.4f} max p <= 0.9 on {ev['unsure']:.3f} ({time.time() - t0:.0f} s)")
 
     def save():
         tmp = ckpt_path + ".tmp"
@@ -196,7 +236,8 @@ def main():
                 break  # schedule finished
         for g in opt.param_groups:
             g["lr"] = lr
-        idx, tgt, pos, mask, _ = make_batch(tok, args.seed, step, args.batch_size, args.seq_len, args.loss == "answer")
+        idx, tgt, pos, mask, _ = make_batch(tok, source, args.seed, step, args.batch_size, args.seq_len,
+                                            args.loss == "answer")
         logits = model(idx, pos, mask)
         loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), tgt.view(-1), ignore_index=IGNORE)
         opt.zero_grad(set_to_none=True)

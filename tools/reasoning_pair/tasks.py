@@ -1,0 +1,71 @@
+"""Task sources for train.py: where training problems and validation problems come from, and how an
+answer is scored.
+
+  reasoning   the v1 arithmetic word problems (taskgen.py, this folder); one family
+  testbed     the testbed v2 families (tools/testbed/families.py): word, choice, trace, mixed with
+              --mix weights (per problem), each scored by its benchmark's scorer
+"""
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TESTBED = os.path.join(os.path.dirname(HERE), "testbed")
+
+
+class ReasoningTasks:
+    name = "reasoning"
+    families = ("reasoning",)
+    max_new = 96
+
+    def __init__(self):
+        sys.path.insert(0, HERE)
+        import taskgen
+        self.taskgen = taskgen
+
+    def train_stream(self, seed):
+        """Endless (question, answer) pairs of the training split."""
+        for q, a, _ in self.taskgen.problems("train", seed=seed):
+            yield q, a
+
+    def validation(self, n):
+        return [{"question": q, "answer": a, "final": v, "family": "reasoning", "scorer": "gsm8k"}
+                for q, a, v in self.taskgen.take("validation", n)]
+
+    def is_correct(self, text, row):
+        return self.taskgen.is_correct(text, row["final"])
+
+
+class TestbedTasks:
+    name = "testbed"
+    max_new = 224  # the longest word-problem solutions are ~190 tokens
+
+    def __init__(self, mix="word=2,choice=1,trace=1"):
+        sys.path.insert(0, TESTBED)
+        import families
+        import scorers
+        self.fam, self.scorers = families, scorers
+        weights = dict((k, float(v)) for k, v in (kv.split("=") for kv in mix.split(",")))
+        for k in weights:
+            if k not in families.FAMILIES:
+                raise ValueError(f"--mix: unknown family {k!r} (families: {families.FAMILIES})")
+        self.families = tuple(f for f in families.FAMILIES if weights.get(f, 0) > 0)
+        self.weights = [weights[f] for f in self.families]
+
+    def train_stream(self, seed):
+        for row in self.fam.problems("train", seed=seed, families=self.families, weights=self.weights):
+            yield row["question"], row["answer"]
+
+    def validation(self, n):
+        """n problems in all, split evenly over the families (at least 1 each)."""
+        return self.fam.take("validation", max(1, n // len(self.families)), families=self.families)
+
+    def is_correct(self, text, row):
+        return self.scorers.is_correct(row["scorer"], text, row["final"])
+
+
+def get(name, mix=None):
+    if name == "reasoning":
+        return ReasoningTasks()
+    if name == "testbed":
+        return TestbedTasks(mix) if mix else TestbedTasks()
+    raise ValueError(f"unknown task source {name!r}")
