@@ -6,7 +6,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_KLSPEC = ROOT / "build" / "klspec"
-DEFAULT_TARGET = ROOT.parent / "shared/models/stories260K/stories260K.gguf"
+DEFAULT_TARGET = ROOT / "tests/data/stories260K.gguf"
 DEFAULT_DRAFT_Q8 = ROOT / "build/models/stories260K-q8_0.gguf"
 DEFAULT_DRAFT_Q4 = ROOT / "build/models/stories260K-q4_0.gguf"
 

@@ -11,7 +11,7 @@
 
 namespace klspec::test {
 
-std::vector<std::string> story_and_gsm8k_prompts(size_t count) {
+std::vector<std::string> story_prompts(size_t count) {
     static const std::vector<std::string> openings = {
         "Once upon a time",
         "One day, a little girl named Lily",
@@ -39,9 +39,13 @@ std::vector<std::string> story_and_gsm8k_prompts(size_t count) {
         "The children played in the snow",
         "Grandma told a story about",
     };
-    std::vector<std::string> prompts(openings.begin(), openings.begin() + std::min(count, openings.size()));
+    return {openings.begin(), openings.begin() + static_cast<std::ptrdiff_t>(std::min(count, openings.size()))};
+}
+
+std::vector<std::string> gsm8k_prompts(size_t count) {
+    std::vector<std::string> prompts;
     std::ifstream gsm8k(std::string(KLSPEC_SHARED_DIR) + "/datasets/gsm8k/test.jsonl");
-    if (!gsm8k) throw std::runtime_error("cannot open ../shared/datasets/gsm8k/test.jsonl");
+    if (!gsm8k) return prompts;
     std::string line;
     for (size_t i = 0; i < count && std::getline(gsm8k, line); ++i) {
         prompts.push_back(nlohmann::json::parse(line).at("question").get<std::string>());

@@ -14,8 +14,12 @@ inline const std::string kReasoningTarget = std::string(KLSPEC_SOURCE_DIR) + "/m
 inline const std::string kReasoningDraft = std::string(KLSPEC_SOURCE_DIR) + "/models/reasoning-draft.gguf";
 inline const std::string kReasoningTestSet = std::string(KLSPEC_SOURCE_DIR) + "/data/reasoning_test.jsonl";
 
-// `count` story openings and `count` GSM8K test questions (the first ones of the file).
-std::vector<std::string> story_and_gsm8k_prompts(size_t count);
+// The first `count` of 25 story openings.
+std::vector<std::string> story_prompts(size_t count);
+// The first `count` GSM8K test questions, or none when ../shared/datasets is absent (a user's clone):
+// tests that need them skip and say so.
+std::vector<std::string> gsm8k_prompts(size_t count);
+inline const char* const kNoSharedDatasets = "../shared/datasets/gsm8k/test.jsonl is absent: GSM8K prompts skipped";
 
 struct CommandResult {
     int exit_code = 0;
