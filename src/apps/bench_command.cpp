@@ -1,6 +1,8 @@
 #include "apps/bench_command.h"
 
+#include <chrono>
 #include <cstdio>
+#include <optional>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -22,6 +24,7 @@ struct BenchOptions {
     std::string dataset_path;
     std::string outputs_path;
     size_t limit = 0;
+    int32_t parallel = 1;
     bool json = false;
 };
 
@@ -55,10 +58,24 @@ std::vector<Problem> read_dataset(const std::string& path, size_t limit) {
     return problems;
 }
 
+// One finished problem as a JSONL row, scored when the problem has a final answer.
+nlohmann::json outcome_row(size_t index, const Problem& problem, const GenerationResult& result) {
+    nlohmann::json row = {{"index", index}, {"text", result.text}, {"stop_reason", to_string(result.stop_reason)},
+                          {"stats", stats_to_json(result.stats)}};
+    if (problem.final_answer) {
+        const std::optional<int64_t> answer = extract_final_answer(result.text);
+        row["answer"] = answer ? nlohmann::json(*answer) : nlohmann::json();
+        row["correct"] = answer == problem.final_answer;
+    }
+    return row;
+}
+
 void run_bench(const BenchOptions& options) {
     const std::vector<Problem> problems = read_dataset(options.dataset_path, options.limit);
-    DecodingSession session = open_session(options.run);
-    Judge& judge = *session.judge;
+    RunOptions run = options.run;
+    run.context.n_sequences = options.parallel;
+    DecodingSession session = open_session(run);
+    SpeculativeDecoder& decoder = *session.decoder;
 
     std::ofstream outputs;
     if (!options.outputs_path.empty()) {
@@ -66,38 +83,68 @@ void run_bench(const BenchOptions& options) {
         if (!outputs) throw Error(fmt::format("cannot write outputs file: {}", options.outputs_path));
     }
     const bool show_progress = isatty(fileno(stderr)) != 0;
+    std::vector<nlohmann::json> rows(problems.size());
     GenerationStats totals;
-    size_t scored = 0, correct = 0;
-    for (size_t i = 0; i < problems.size(); ++i) {
-        const Problem& problem = problems[i];
-        const GenerationResult result = session.decoder->generate(problem.prompt, options.run.generation, judge);
-        totals += result.stats;
-        nlohmann::json row = {{"index", i}, {"text", result.text}, {"stop_reason", to_string(result.stop_reason)},
-                              {"stats", stats_to_json(result.stats)}};
-        if (problem.final_answer) {
-            const std::optional<int64_t> answer = extract_final_answer(result.text);
-            const bool is_correct = answer == problem.final_answer;
-            ++scored;
-            correct += is_correct;
-            row["answer"] = answer ? nlohmann::json(*answer) : nlohmann::json();
-            row["correct"] = is_correct;
-        }
-        if (outputs.is_open()) outputs << row.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-        if (show_progress) std::fprintf(stderr, "\rbench: %zu/%zu problems", i + 1, problems.size());
-    }
-    if (show_progress) std::fputs("\n", stderr);
+    size_t scored = 0, correct = 0, done = 0, next = 0;
 
+    // Continuous batching: each of the -np slots takes the next problem as soon as its own finishes, and
+    // every step verifies all slots' drafts in one target batch.
+    std::vector<std::optional<Sequence>> slots(static_cast<size_t>(options.parallel));
+    std::vector<size_t> problem_of(slots.size());
+    std::vector<Sequence*> active;
+    const auto start = std::chrono::steady_clock::now();
+    while (done < problems.size()) {
+        active.clear();
+        for (size_t s = 0; s < slots.size(); ++s) {
+            if (!slots[s] && next < problems.size()) {
+                problem_of[s] = next;
+                slots[s] = decoder.start(static_cast<int32_t>(s), problems[next++].prompt, session.generation);
+            }
+            if (slots[s]) active.push_back(&*slots[s]);
+        }
+        decoder.step(active);
+        for (size_t s = 0; s < slots.size(); ++s) {
+            if (!slots[s] || !slots[s]->finished()) continue;
+            const size_t index = problem_of[s];
+            const GenerationResult result = slots[s]->take_result();
+            slots[s].reset();
+            totals += result.stats;
+            rows[index] = outcome_row(index, problems[index], result);
+            if (rows[index].contains("correct")) {
+                ++scored;
+                correct += rows[index]["correct"].get<bool>();
+            }
+            ++done;
+            if (show_progress) std::fprintf(stderr, "\rbench: %zu/%zu problems", done, problems.size());
+        }
+    }
+    const double wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (show_progress) std::fputs("\n", stderr);
+    if (outputs.is_open())
+        for (const nlohmann::json& row : rows)
+            outputs << row.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+
+    // With -np > 1 the sequences share each step's time, so the sum of per-problem times overcounts:
+    // throughput is total tokens over the wall time of the whole run (prompts included).
+    const double throughput = wall_seconds > 0 ? double(totals.emitted) / wall_seconds : 0.0;
     const double accuracy = scored ? double(correct) / double(scored) : 0.0;
+    const std::string_view judge_name = session.generation.judge->name();
     if (options.json) {
         nlohmann::json out = {{"problems", problems.size()},
-                              {"judge", judge.name()},
+                              {"parallel", options.parallel},
+                              {"judge", judge_name},
+                              {"wall_seconds", wall_seconds},
+                              {"throughput_tokens_per_second", throughput},
                               {"stats", stats_to_json(totals)}};
         if (scored) out["accuracy"] = {{"correct", correct}, {"scored", scored}, {"rate", accuracy}};
         std::cout << out.dump() << "\n";
     } else {
-        std::cout << fmt::format("{} problems, judge {}\n", problems.size(), judge.name());
+        std::cout << fmt::format("{} problems, judge {}, {} in parallel\n", problems.size(), judge_name,
+                                 options.parallel);
         if (scored) std::cout << fmt::format("accuracy: {}/{} = {:.1f} %\n", correct, scored, 100.0 * accuracy);
         std::cout << format_stats(totals);
+        std::cout << fmt::format("throughput: {:.1f} tokens/s over {:.2f} s wall time (prompts included)\n",
+                                 throughput, wall_seconds);
     }
 }
 
@@ -112,6 +159,9 @@ void register_bench_command(CLI::App& app) {
                     "JSONL, one problem per line: {\"question\": PROMPT, \"final\": INTEGER (optional; scored "
                     "against the number after \"The answer is\")}")
         ->required();
+    cmd->add_option("--parallel", options->parallel,
+                    "Decode this many problems together (also -np): their drafts are verified in one target batch")
+        ->capture_default_str()->check(CLI::Range(1, 64));
     cmd->add_option("--limit", options->limit, "Use only the first N problems (0 = all)")->capture_default_str();
     cmd->add_option("--outputs", options->outputs_path, "Write each problem's text, answer and stats here (JSONL)");
     cmd->add_flag("--json", options->json, "Print one JSON object instead of the summary");

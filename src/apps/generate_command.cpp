@@ -34,24 +34,23 @@ std::string read_prompt(const GenerateOptions& options) {
 
 void run_generate(const GenerateOptions& options) {
     DecodingSession session = open_session(options.run);
-    Judge& judge = *session.judge;
-
     const std::string prompt = read_prompt(options);
-    TextCallback print_text;
+    StepCallback print_text;
     if (!options.json) {
         std::fputs(prompt.c_str(), stdout);
-        print_text = [](std::string_view text) {
-            std::fwrite(text.data(), 1, text.size(), stdout);
+        print_text = [](const StepResult& step) {
+            std::fwrite(step.text.data(), 1, step.text.size(), stdout);
             std::fflush(stdout);
+            return false;
         };
     }
-    const GenerationResult result = session.decoder->generate(prompt, options.run.generation, judge, print_text);
+    const GenerationResult result = session.decoder->generate(prompt, session.generation, print_text);
 
     if (options.json) {
         nlohmann::json out = {{"text", result.text},
                               {"tokens", result.tokens},
                               {"stop_reason", to_string(result.stop_reason)},
-                              {"judge", judge.name()},
+                              {"judge", session.generation.judge->name()},
                               {"stats", stats_to_json(result.stats)}};
         std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     } else {

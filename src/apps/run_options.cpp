@@ -2,11 +2,48 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <limits>
 #include <string>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
 
 namespace klspec {
+namespace {
+
+// CLI11's NonNegativeNumber prints its whole double range on failure; this says it in words.
+const CLI::Validator kNonNegative(
+    [](const std::string& text) {
+        double value = 0;
+        return CLI::detail::lexical_cast(text, value) && value >= 0 ? std::string() : "must be >= 0, got " + text;
+    },
+    "N >= 0");
+const CLI::Validator kPositive(
+    [](const std::string& text) {
+        double value = 0;
+        return CLI::detail::lexical_cast(text, value) && value >= 1 ? std::string() : "must be >= 1, got " + text;
+    },
+    "N >= 1");
+
+nlohmann::json to_json(const JudgedPosition& p) {
+    nlohmann::json row = {{"seq", p.sequence_id},
+                          {"pos", p.position},
+                          {"draft_token", p.draft_token},
+                          {"target_token", p.target_token},
+                          {"kl", p.kl},
+                          {"target_entropy", p.target_entropy},
+                          {"draft_entropy", p.draft_entropy},
+                          {"target_max_p", p.target_max_probability},
+                          {"draft_rank", p.draft_rank},
+                          {"verdict", to_string(p.verdict.verdict)}};
+    if (p.verdict.judged) row["judge_statistic"] = p.verdict.decision.statistic;
+    return row;
+}
+
+}  // namespace
 
 void add_run_options(CLI::App& app, RunOptions& options) {
     GenerationOptions& gen = options.generation;
@@ -14,15 +51,24 @@ void add_run_options(CLI::App& app, RunOptions& options) {
     // As in llama.cpp, a flag given twice takes its last value (wrappers can append overrides).
     app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     app.add_option("-m,--model", options.target_path,
-                   "Target model (GGUF). Default: the project's reasoning pair, models/reasoning-{target,draft}.gguf")
+                   "Target model (GGUF). Default: the project's pair, models/reasoning-{target,draft}.gguf")
         ->check(CLI::ExistingFile);
-    app.add_option("--model-draft", options.draft_path,
+    app.add_option("--model-draft,--spec-draft-model", options.draft_path,
                    "Draft model (GGUF, same vocabulary as the target); also -md. With -m but without -md: "
                    "target-only decoding");
     app.add_option("-n,--n-predict", gen.max_tokens, "Maximum number of tokens to generate")
-        ->capture_default_str()->check(CLI::NonNegativeNumber);
-    app.add_option("--draft-max", gen.draft_max, "Draft tokens proposed per target call (gamma)")
+        ->capture_default_str()->check(kNonNegative);
+    app.add_option("--draft-max,--spec-draft-n-max", gen.draft_max, "Draft tokens proposed per target call (gamma)")
+        ->capture_default_str()->check(kPositive);
+    app.add_option("--draft-min,--spec-draft-n-min", gen.draft_min,
+                   "Drop drafts shorter than this (a target-only step), as llama.cpp")
+        ->capture_default_str()->check(kNonNegative);
+    app.add_option("--draft-p-min,--spec-draft-p-min", gen.draft_p_min,
+                   "Stop drafting at a token whose draft probability is below P (0 = off)")
         ->capture_default_str();
+    app.add_flag("--draft-adaptive", gen.adaptive_draft,
+                 "Adapt gamma per sequence within [max(1, draft-min), draft-max]: +2 after a fully accepted draft, "
+                 "-1 after a rejection");
     app.add_option("--temp", sampling.temperature, "Sampling temperature; 0 = greedy")->capture_default_str();
     app.add_option("--top-k", sampling.top_k, "Keep only the K most likely tokens (0 = off)")->capture_default_str();
     app.add_option("--top-p", sampling.top_p, "Keep the smallest set of tokens with mass >= P (1 = off)")
@@ -30,14 +76,14 @@ void add_run_options(CLI::App& app, RunOptions& options) {
     app.add_option("-s,--seed", sampling.seed, "Random seed for sampling")->capture_default_str();
     app.add_option("--stop", gen.stop_strings, "Stop when the output contains this string (repeatable)")
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-    app.add_option("-c,--ctx-size", options.context.n_ctx, "Context size in tokens (prompt + output)")
-        ->capture_default_str()->check(CLI::PositiveNumber);
+    app.add_option("-c,--ctx-size", options.context.n_ctx, "Context size in tokens per sequence (prompt + output)")
+        ->capture_default_str()->check(kPositive);
     app.add_option("-b,--batch-size", options.context.n_batch, "Prompt-processing batch size")
-        ->capture_default_str()->check(CLI::PositiveNumber);
+        ->capture_default_str()->check(kPositive);
     app.add_option("-t,--threads", options.context.n_threads, "CPU threads (0 = all)")
-        ->capture_default_str()->check(CLI::NonNegativeNumber);
+        ->capture_default_str()->check(kNonNegative);
     std::string rules;
-    for (const JudgeRuleInfo& rule : judge_rules()) rules += fmt::format("\n  {}: {}", rule.name, rule.summary);
+    for (const JudgeRule& rule : judge_rules()) rules += fmt::format("\n  {}: {}", rule.name, rule.summary);
     app.add_option("--judge", options.judge.rule, "Verification rule; every rule accepts d_i if relaxed(i), else applies"
                                                   " the lossless vanilla test:" + rules)
         ->capture_default_str();
@@ -48,9 +94,11 @@ void add_run_options(CLI::App& app, RunOptions& options) {
                    "kl rule: relax only where the target's top probability is <= m (1 disables the mask)")
         ->capture_default_str();
     app.add_option("--judge-head", options.judge.head_path, "AutoJudge head file (JSON, see docs/autojudge-head.md)");
+    app.add_option("--trace", options.trace_path,
+                   "Write one JSON line per judged position (KL, entropies, max p, rank, verdict) to this file");
     app.add_option("--n-gpu-layers", options.model.gpu_layers,
                    "Layers to offload to the GPU when llama.cpp was built with a GPU backend; also -ngl")
-        ->capture_default_str()->check(CLI::NonNegativeNumber);
+        ->capture_default_str()->check(kNonNegative);
     app.add_flag("-v,--verbose", options.verbose, "Show llama.cpp's own log output");
 }
 
@@ -65,21 +113,32 @@ DecodingSession open_session(const RunOptions& options) {
         if (draft_path.empty()) draft_path = dir + "/reasoning-draft.gguf";
     }
     DecodingSession session;
+    session.generation = options.generation;
+    session.generation.judge = make_judge(options.judge);
+    validate(session.generation);
+    validate(options.context);
     session.target = std::make_unique<Model>(target_path, options.model);
     if (!draft_path.empty()) session.draft = std::make_unique<Model>(draft_path, options.model);
-    session.judge = make_judge(options.judge);
     ContextOptions context = options.context;
-    context.hidden_states = session.judge->needs_hidden_states();
+    context.hidden_states = session.generation.judge->needs_hidden_states();
     session.decoder = std::make_unique<SpeculativeDecoder>(*session.target, session.draft.get(), context);
+    if (!options.trace_path.empty()) {
+        session.trace = std::make_unique<std::ofstream>(options.trace_path);
+        if (!*session.trace) throw Error(fmt::format("cannot write trace file: {}", options.trace_path));
+        session.decoder->set_observer(
+            [out = session.trace.get()](const JudgedPosition& position) { *out << to_json(position).dump() << "\n"; });
+    }
     return session;
 }
 
 void normalize_llama_style_flags(int argc, char** argv) {
     static char model_draft[] = "--model-draft";
     static char gpu_layers[] = "--n-gpu-layers";
+    static char parallel[] = "--parallel";
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "-md") == 0) argv[i] = model_draft;
         if (std::strcmp(argv[i], "-ngl") == 0) argv[i] = gpu_layers;
+        if (std::strcmp(argv[i], "-np") == 0) argv[i] = parallel;
     }
 }
 

@@ -1,7 +1,8 @@
-// The flags shared by every subcommand that decodes: models, context, sampling, drafting.
-// Flag names follow llama.cpp where it has one.
+// The flags shared by every subcommand that decodes: models, context, sampling, drafting, judge.
+// Flag names follow llama.cpp where it has one (and accept its current spellings as aliases).
 #pragma once
 
+#include <fstream>
 #include <memory>
 #include <string>
 
@@ -19,25 +20,27 @@ struct RunOptions {
     ContextOptions context;
     GenerationOptions generation;
     JudgeOptions judge;
+    std::string trace_path;  // --trace: one JSON line per judged position
     bool verbose = false;
 };
 
 void add_run_options(CLI::App& app, RunOptions& options);
 
-// Everything a run's flags describe, ready to decode: the models, the judge, and a decoder whose
-// contexts provide what the judge reads (hidden states for autojudge).
+// Everything a run's flags describe, ready to decode: the models and a decoder whose contexts provide
+// what the judge reads (hidden states for autojudge). options.generation.judge is the run's judge.
 struct DecodingSession {
     std::unique_ptr<Model> target;
     std::unique_ptr<Model> draft;  // null: target-only
-    std::unique_ptr<Judge> judge;
     std::unique_ptr<SpeculativeDecoder> decoder;
+    GenerationOptions generation;  // the run's options with its judge
+    std::unique_ptr<std::ofstream> trace;  // open when --trace was given
 };
 
-// Without -m: the project's reasoning pair from the models folder (KLSPEC_MODELS_DIR overrides where
+// Without -m: the project's default pair from the models folder (KLSPEC_MODELS_DIR overrides where
 // that is), target and draft.
 DecodingSession open_session(const RunOptions& options);
 
-// llama.cpp spells some long flags with one dash (-md, -ngl); CLI11 wants two. Rewrites them in place.
+// llama.cpp spells some long flags with one dash (-md, -ngl, -np); CLI11 wants two. Rewrites them in place.
 void normalize_llama_style_flags(int argc, char** argv);
 
 }  // namespace klspec

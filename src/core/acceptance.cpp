@@ -1,8 +1,18 @@
 #include "core/acceptance.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace klspec {
+
+std::string_view to_string(Verdict verdict) {
+    switch (verdict) {
+        case Verdict::Accepted: return "accepted";
+        case Verdict::Relaxed: return "relaxed";
+        case Verdict::Rejected: return "rejected";
+    }
+    return "unknown";
+}
 
 int32_t AcceptanceStep::draw(std::span<const float> shaped_logits, Rng& rng) {
     if (params_.greedy()) return argmax(shaped_logits);
@@ -17,9 +27,14 @@ bool AcceptanceStep::vanilla_accepts(const DraftPosition& position, Rng& rng, in
         return replacement == d;
     }
     softmax(position.target_logits, p_);
-    softmax(position.draft_logits, q_);
+    // The drafting step already normalised q when it sampled d from it.
+    std::span<const float> q = position.draft_probabilities;
+    if (q.empty()) {
+        softmax(position.draft_logits, q_);
+        q = q_;
+    }
     const float p_d = p_[d];
-    const float q_d = q_[d];
+    const float q_d = q[d];
     std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
     // u < p/q written without the division; q_d > 0 because d was drawn from q.
     if (p_d >= q_d || uniform(rng) * q_d < p_d) return true;
@@ -27,7 +42,7 @@ bool AcceptanceStep::vanilla_accepts(const DraftPosition& position, Rng& rng, in
     // The residual max(0, p - q) is what makes the output distribution exactly p.
     double residual_mass = 0.0;
     for (size_t v = 0; v < p_.size(); ++v) {
-        p_[v] = std::max(0.0f, p_[v] - q_[v]);
+        p_[v] = std::max(0.0f, p_[v] - q[v]);
         residual_mass += p_[v];
     }
     // A zero residual means p == q up to rounding, where rejection has probability ~0; draw from p.
@@ -35,21 +50,29 @@ bool AcceptanceStep::vanilla_accepts(const DraftPosition& position, Rng& rng, in
     return false;
 }
 
-StepOutcome AcceptanceStep::run(int32_t n_drafted, const PositionSource& position,
+StepOutcome AcceptanceStep::run(int32_t n_drafted, PositionSource& positions,
                                 std::span<const float> bonus_target_logits, Rng& rng) {
+    using Clock = std::chrono::steady_clock;
     StepOutcome outcome;
+    verdicts_.clear();
     for (int32_t i = 0; i < n_drafted; ++i) {
-        const DraftPosition current = position(i);
+        const DraftPosition current = positions.position(i);
         int32_t replacement = -1;
         if (vanilla_accepts(current, rng, replacement)) {
             ++outcome.accepted;
+            verdicts_.push_back({Verdict::Accepted, false, {}});
             continue;
         }
-        if (judge_.relaxed(current)) {
+        const auto start = Clock::now();
+        const JudgeDecision decision = judge_->decide(current);
+        outcome.judge_seconds += std::chrono::duration<double>(Clock::now() - start).count();
+        if (decision.relaxed) {
             ++outcome.accepted;
             ++outcome.relaxed_accepted;
+            verdicts_.push_back({Verdict::Relaxed, true, decision});
             continue;
         }
+        verdicts_.push_back({Verdict::Rejected, true, decision});
         outcome.next_token = replacement;
         return outcome;
     }

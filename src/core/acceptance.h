@@ -3,8 +3,9 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <span>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "core/judge.h"
@@ -16,31 +17,68 @@ struct StepOutcome {
     int32_t accepted = 0;          // drafted tokens kept (d_1..d_accepted)
     int32_t relaxed_accepted = 0;  // of those, kept only because the judge relaxed them
     int32_t next_token = -1;       // the target's token after them: replacement or bonus
+    double judge_seconds = 0;      // time spent inside Judge::decide
 };
 
-// Supplies DraftPosition i (0-based) for i < n_drafted. Lazily, so that a caller can skip work
-// (e.g. shaping logits) for positions after the first rejection.
-using PositionSource = std::function<DraftPosition(int32_t i)>;
+// How the acceptance step treated one examined position.
+enum class Verdict : uint8_t {
+    Accepted,  // the vanilla test kept d_i
+    Relaxed,   // the vanilla test rejected d_i and the judge kept it
+    Rejected,  // both rejected it: the step ends here
+};
+std::string_view to_string(Verdict verdict);
+
+struct PositionVerdict {
+    Verdict verdict = Verdict::Accepted;
+    bool judged = false;       // the judge was consulted (only where the vanilla test rejects)
+    JudgeDecision decision;    // meaningful when judged
+};
+
+// Supplies DraftPosition i (0-based) for i < n_drafted, lazily: a caller can skip work (shaping logits)
+// for positions after the first rejection.
+class PositionSource {
+public:
+    virtual DraftPosition position(int32_t i) = 0;
+
+protected:
+    ~PositionSource() = default;
+};
 
 class AcceptanceStep {
 public:
-    AcceptanceStep(const SamplingParams& params, Judge& judge) : params_(params), judge_(judge) {}
+    AcceptanceStep(const SamplingParams& params, const Judge& judge) : params_(params), judge_(&judge) {}
 
     // `bonus_target_logits` are the shaped logits of p_{n_drafted+1}, used when every draft is kept.
-    StepOutcome run(int32_t n_drafted, const PositionSource& position,
-                    std::span<const float> bonus_target_logits, Rng& rng);
+    StepOutcome run(int32_t n_drafted, PositionSource& positions, std::span<const float> bonus_target_logits,
+                    Rng& rng);
+    // The same with a callable `DraftPosition(int32_t i)`.
+    template <typename PositionFn>
+        requires std::is_invocable_r_v<DraftPosition, PositionFn&, int32_t>
+    StepOutcome run(int32_t n_drafted, PositionFn&& position_fn, std::span<const float> bonus_target_logits,
+                    Rng& rng) {
+        struct Adapter final : PositionSource {
+            explicit Adapter(PositionFn& f) : fn(f) {}
+            DraftPosition position(int32_t i) override { return fn(i); }
+            PositionFn& fn;
+        } adapter(position_fn);
+        return run(n_drafted, static_cast<PositionSource&>(adapter), bonus_target_logits, rng);
+    }
 
-    // The vanilla rule alone for one position. Greedy: accept iff d = argmax p. Stochastic: accept with
-    // probability min(1, p(d)/q(d)); on rejection `replacement` is drawn from normalize(max(0, p - q)).
-    bool vanilla_accepts(const DraftPosition& position, Rng& rng, int32_t& replacement);
+    // One entry per position the last run examined: the accepted ones, then the rejected one if any.
+    std::span<const PositionVerdict> verdicts() const { return verdicts_; }
 
 private:
+    // The vanilla rule alone. Greedy: accept iff d = argmax p. Stochastic: accept with probability
+    // min(1, p(d)/q(d)); on rejection `replacement` is drawn from normalize(max(0, p - q)).
+    bool vanilla_accepts(const DraftPosition& position, Rng& rng, int32_t& replacement);
     int32_t draw(std::span<const float> shaped_logits, Rng& rng);
 
     SamplingParams params_;
-    Judge& judge_;
+    const Judge* judge_;
+    // Reused buffers: no allocation per step once they have grown to the vocabulary size.
     std::vector<float> p_;
     std::vector<float> q_;
+    std::vector<PositionVerdict> verdicts_;
 };
 
 }  // namespace klspec

@@ -1,12 +1,12 @@
 // The verification rule ("judge") interface. Every rule has the form of DESIGN.md:
 //   if relaxed(i) then accept d_i, else apply the vanilla rule.
 // A judge only answers relaxed(i); the vanilla fallback lives in the acceptance step (acceptance.h).
+// Judges are pure: decide() has no side effects, so one judge can serve many sequences at once.
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <span>
-#include <string>
+#include <string_view>
 
 namespace klspec {
 
@@ -15,6 +15,8 @@ struct DraftPosition {
     // Shaped logits (sampling.h: shape_logits) of the target's p_i and the draft's q_i, same length.
     std::span<const float> target_logits;
     std::span<const float> draft_logits;
+    // softmax(draft_logits) when the drafting step already computed it (sampling); empty otherwise.
+    std::span<const float> draft_probabilities;
     int32_t draft_token = -1;
     // Last-layer hidden states at the position whose input token is d_i; filled only for judges that
     // ask for them (needs_hidden_states()).
@@ -22,20 +24,26 @@ struct DraftPosition {
     std::span<const float> draft_hidden;
 };
 
+struct JudgeDecision {
+    bool relaxed = false;
+    // The number the rule compared with its knob: KL, an entropy, the rank of d_i, the head's score.
+    double statistic = 0;
+};
+
 class Judge {
 public:
     virtual ~Judge() = default;
-    virtual std::string name() const = 0;
-    // True when d_i is accepted without the vanilla test.
-    virtual bool relaxed(const DraftPosition& position) = 0;
+    virtual std::string_view name() const = 0;
+    virtual JudgeDecision decide(const DraftPosition& position) const = 0;
     virtual bool needs_hidden_states() const { return false; }
 };
 
 // The lossless rule: never relaxed.
 class VanillaJudge final : public Judge {
 public:
-    std::string name() const override { return "vanilla"; }
-    bool relaxed(const DraftPosition&) override { return false; }
+    static constexpr std::string_view kName = "vanilla";
+    std::string_view name() const override { return kName; }
+    JudgeDecision decide(const DraftPosition&) const override { return {}; }
 };
 
 }  // namespace klspec

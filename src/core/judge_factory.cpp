@@ -13,75 +13,81 @@
 namespace klspec {
 namespace {
 
-constexpr std::array kRules{
-    JudgeRuleInfo{"vanilla", "lossless speculative decoding (no relaxation)"},
-    JudgeRuleInfo{"kl", "accept when max p <= mask and KL(p || q) < threshold (the paper)"},
-    JudgeRuleInfo{"topk", "accept when the draft token is in the target's top-K"},
-    JudgeRuleInfo{"target-entropy", "accept when the target's entropy H(p) >= threshold"},
-    JudgeRuleInfo{"draft-entropy", "accept when the draft's entropy H(q) <= threshold"},
-    JudgeRuleInfo{"autojudge", "accept when a trained head on hidden states scores < threshold"},
+// τ of the rules whose threshold is any non-negative number (checked by make_judge).
+double threshold_of(const JudgeOptions& options) { return *options.threshold; }
+
+const std::array kRules{
+    JudgeRule{.name = VanillaJudge::kName,
+              .summary = "lossless speculative decoding (no relaxation)",
+              .make = [](const JudgeOptions&) -> std::unique_ptr<Judge> { return std::make_unique<VanillaJudge>(); }},
+    JudgeRule{.name = KlJudge::kName,
+              .summary = "accept when max p <= mask and KL(p || q) < threshold (the paper)",
+              .threshold = Knob::Required,
+              .make = [](const JudgeOptions& o) -> std::unique_ptr<Judge> {
+                  return std::make_unique<KlJudge>(threshold_of(o), o.confidence_mask);
+              }},
+    JudgeRule{.name = TopKJudge::kName,
+              .summary = "accept when the draft token is in the target's top-K",
+              .topk = Knob::Required,
+              .make = [](const JudgeOptions& o) -> std::unique_ptr<Judge> {
+                  return std::make_unique<TopKJudge>(*o.topk);
+              }},
+    JudgeRule{.name = TargetEntropyJudge::kName,
+              .summary = "accept when the target's entropy H(p) >= threshold",
+              .threshold = Knob::Required,
+              .make = [](const JudgeOptions& o) -> std::unique_ptr<Judge> {
+                  return std::make_unique<TargetEntropyJudge>(threshold_of(o));
+              }},
+    JudgeRule{.name = DraftEntropyJudge::kName,
+              .summary = "accept when the draft's entropy H(q) <= threshold",
+              .threshold = Knob::Required,
+              .make = [](const JudgeOptions& o) -> std::unique_ptr<Judge> {
+                  return std::make_unique<DraftEntropyJudge>(threshold_of(o));
+              }},
+    JudgeRule{.name = AutoJudge::kName,
+              .summary = "accept when a trained head on hidden states scores < threshold",
+              .threshold = Knob::Optional,
+              .head = Knob::Required,
+              .make = [](const JudgeOptions& o) -> std::unique_ptr<Judge> {
+                  AutoJudgeHead head = AutoJudgeHead::load(o.head_path);
+                  const double tau = o.threshold.value_or(head.threshold);
+                  if (!(tau >= 0 && tau <= 1))
+                      throw Error(fmt::format("judge {}: threshold must be in [0, 1], got {}", AutoJudge::kName, tau));
+                  return std::make_unique<AutoJudge>(std::move(head), tau);
+              }},
 };
 
-// The rule's τ: present and >= 0.
-double required_threshold(const JudgeOptions& options) {
-    if (!options.threshold) throw Error(fmt::format("judge {} needs a threshold (--judge-threshold)", options.rule));
-    const double tau = *options.threshold;
-    if (!(tau >= 0))  // NaN fails too
-        throw Error(fmt::format("judge {}: threshold must be >= 0, got {}", options.rule, tau));
-    return tau;
+// Refuses a knob the rule does not take and requires one it needs.
+void check_knob(const JudgeOptions& options, Knob knob, bool given, std::string_view what) {
+    if (given && knob == Knob::Refused) throw Error(fmt::format("judge {} does not take {}", options.rule, what));
+    if (!given && knob == Knob::Required) throw Error(fmt::format("judge {} needs {}", options.rule, what));
 }
 
-void refuse_unused(const JudgeOptions& options, bool uses_threshold, bool uses_topk, bool uses_head) {
-    const auto refuse = [&](std::string_view what) {
-        throw Error(fmt::format("judge {} does not take {}", options.rule, what));
-    };
-    if (options.threshold && !uses_threshold) refuse("a threshold (--judge-threshold)");
-    if (options.topk && !uses_topk) refuse("K (--judge-topk)");
-    if (!options.head_path.empty() && !uses_head) refuse("a head file (--judge-head)");
+const JudgeRule& find_rule(const std::string& name) {
+    for (const JudgeRule& rule : kRules)
+        if (rule.name == name) return rule;
+    std::string names;
+    for (const JudgeRule& rule : kRules) names += fmt::format("{}{}", names.empty() ? "" : ", ", rule.name);
+    throw Error(fmt::format("unknown judge '{}' (one of: {})", name, names));
 }
 
 }  // namespace
 
-std::span<const JudgeRuleInfo> judge_rules() { return kRules; }
+std::span<const JudgeRule> judge_rules() { return kRules; }
 
 std::unique_ptr<Judge> make_judge(const JudgeOptions& options) {
-    const std::string& rule = options.rule;
+    const JudgeRule& rule = find_rule(options.rule);
     if (!(options.confidence_mask > 0 && options.confidence_mask <= 1))
         throw Error(fmt::format("the confidence mask must be in (0, 1], got {}", options.confidence_mask));
-    if (rule == "vanilla") {
-        refuse_unused(options, false, false, false);
-        return std::make_unique<VanillaJudge>();
-    }
-    if (rule == "kl") {
-        refuse_unused(options, true, false, false);
-        return std::make_unique<KlJudge>(required_threshold(options), options.confidence_mask);
-    }
-    if (rule == "target-entropy") {
-        refuse_unused(options, true, false, false);
-        return std::make_unique<TargetEntropyJudge>(required_threshold(options));
-    }
-    if (rule == "draft-entropy") {
-        refuse_unused(options, true, false, false);
-        return std::make_unique<DraftEntropyJudge>(required_threshold(options));
-    }
-    if (rule == "topk") {
-        refuse_unused(options, false, true, false);
-        if (!options.topk) throw Error("judge topk needs K (--judge-topk)");
-        if (*options.topk < 1) throw Error(fmt::format("judge topk: K must be >= 1, got {}", *options.topk));
-        return std::make_unique<TopKJudge>(*options.topk);
-    }
-    if (rule == "autojudge") {
-        refuse_unused(options, true, false, true);
-        if (options.head_path.empty()) throw Error("judge autojudge needs a head file (--judge-head)");
-        AutoJudgeHead head = AutoJudgeHead::load(options.head_path);
-        const double tau = options.threshold.value_or(head.threshold);
-        if (!(tau >= 0 && tau <= 1))
-            throw Error(fmt::format("judge autojudge: threshold must be in [0, 1], got {}", tau));
-        return std::make_unique<AutoJudge>(std::move(head), tau);
-    }
-    std::string names;
-    for (const JudgeRuleInfo& info : kRules) names += fmt::format("{}{}", names.empty() ? "" : ", ", info.name);
-    throw Error(fmt::format("unknown judge '{}' (one of: {})", rule, names));
+    check_knob(options, rule.threshold, options.threshold.has_value(), "a threshold (--judge-threshold)");
+    check_knob(options, rule.topk, options.topk.has_value(), "K (--judge-topk)");
+    check_knob(options, rule.head, !options.head_path.empty(), "a head file (--judge-head)");
+    // Rules whose threshold is required take any τ >= 0; autojudge checks its own range.
+    if (rule.threshold == Knob::Required && !(*options.threshold >= 0))  // NaN fails too
+        throw Error(fmt::format("judge {}: threshold must be >= 0, got {}", options.rule, *options.threshold));
+    if (options.topk && *options.topk < 1)
+        throw Error(fmt::format("judge {}: K must be >= 1, got {}", options.rule, *options.topk));
+    return rule.make(options);
 }
 
 }  // namespace klspec

@@ -1,5 +1,6 @@
-// Building the judge a run asked for (DESIGN.md, "The verification rules"), with the checks a user's
-// command line needs: every failure is a klspec::Error with a one-line message.
+// The table of verification rules (DESIGN.md, "The verification rules"): each rule's name, its knobs
+// and its constructor in one row, with the checks a user's command line or request needs. Every failure
+// is a klspec::Error with a one-line message.
 #pragma once
 
 #include <cstdint>
@@ -15,24 +16,32 @@ namespace klspec {
 
 struct JudgeOptions {
     std::string rule = "vanilla";
-    // τ. Required by kl, target-entropy and draft-entropy (>= 0); optional for autojudge (in [0, 1],
+    // τ: required by kl, target-entropy and draft-entropy (>= 0); optional for autojudge (in [0, 1],
     // default: the head file's); refused by the other rules.
     std::optional<double> threshold;
-    // K >= 1; required by topk, refused by the other rules.
+    // K >= 1: required by topk, refused by the other rules.
     std::optional<int32_t> topk;
     // m in (0, 1], used by kl; 1 disables the mask.
     double confidence_mask = 0.9;
-    // The AutoJudge head file; required by autojudge, refused by the other rules.
+    // The AutoJudge head file: required by autojudge, refused by the other rules.
     std::string head_path;
 };
 
-struct JudgeRuleInfo {
+// Whether a rule takes a knob.
+enum class Knob { Refused, Optional, Required };
+
+struct JudgeRule {
     std::string_view name;
     std::string_view summary;  // one line for --help
+    Knob threshold = Knob::Refused;
+    Knob topk = Knob::Refused;
+    Knob head = Knob::Refused;
+    // Builds the judge from options whose knobs were checked against the three fields above.
+    std::unique_ptr<Judge> (*make)(const JudgeOptions& options) = nullptr;
 };
 
 // Every rule make_judge accepts, vanilla first.
-std::span<const JudgeRuleInfo> judge_rules();
+std::span<const JudgeRule> judge_rules();
 
 std::unique_ptr<Judge> make_judge(const JudgeOptions& options);
 

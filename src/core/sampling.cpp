@@ -1,5 +1,7 @@
 #include "core/sampling.h"
 
+#include "core/distribution_stats.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -13,6 +15,10 @@ int32_t argmax(std::span<const float> logits) {
 
 void softmax(std::span<const float> logits, std::vector<float>& probs) {
     probs.resize(logits.size());
+    softmax_into(logits, probs);
+}
+
+void softmax_into(std::span<const float> logits, std::span<float> probs) {
     const float max_logit = *std::max_element(logits.begin(), logits.end());
     double sum = 0.0;
     for (size_t v = 0; v < logits.size(); ++v) {
@@ -23,10 +29,13 @@ void softmax(std::span<const float> logits, std::vector<float>& probs) {
     for (float& p : probs) p *= inv_sum;
 }
 
-void shape_logits(std::span<const float> logits, const SamplingParams& params, std::span<float> out) {
+void shape_logits(std::span<const float> logits, const SamplingParams& params, std::span<float> out,
+                  std::vector<int32_t>& order) {
     constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
     std::copy(logits.begin(), logits.end(), out.begin());
-    if (!params.greedy() && params.temperature != 1.0f) {
+    // Greedy decoding keeps raw logits: the judge statistics are computed at T = 1, untruncated.
+    if (params.greedy()) return;
+    if (params.temperature != 1.0f) {
         const float inv_t = 1.0f / params.temperature;
         for (float& l : out) l *= inv_t;
     }
@@ -35,23 +44,39 @@ void shape_logits(std::span<const float> logits, const SamplingParams& params, s
     const bool use_top_p = params.top_p < 1.0f;
     if (!use_top_k && !use_top_p) return;
 
-    // Indices sorted by logit, descending; only the first top_k are needed in order.
-    std::vector<int32_t> order(n);
+    // Indices by logit, descending, ties by lower index (the order of argmax). Only a prefix is ever
+    // needed, so it is sorted in growing prefixes: a full sort of a 128k vocabulary costs milliseconds.
+    order.resize(n);
     std::iota(order.begin(), order.end(), 0);
-    const size_t keep_k = use_top_k ? static_cast<size_t>(params.top_k) : n;
     auto by_logit = [&](int32_t a, int32_t b) { return out[a] > out[b] || (out[a] == out[b] && a < b); };
-    std::partial_sort(order.begin(), order.begin() + keep_k, order.end(), by_logit);
-
+    const size_t keep_k = use_top_k ? static_cast<size_t>(params.top_k) : n;
     size_t keep = keep_k;
-    if (use_top_p) {
+    if (!use_top_p) {
+        std::partial_sort(order.begin(), order.begin() + keep_k, order.end(), by_logit);
+    } else {
         // Smallest prefix (of the top-k survivors) whose probability mass reaches top_p.
-        const float max_logit = out[order[0]];
+        const float max_logit = *std::max_element(out.begin(), out.end());
         double total = 0.0;
-        for (size_t r = 0; r < keep_k; ++r) total += std::exp(out[order[r]] - max_logit);
+        if (use_top_k) {
+            std::partial_sort(order.begin(), order.begin() + keep_k, order.end(), by_logit);
+            for (size_t r = 0; r < keep_k; ++r) total += std::exp(out[order[r]] - max_logit);
+        } else {
+            total = std::exp(distribution_stats(out).log_normalizer - max_logit);  // vectorized
+        }
+        const double needed = params.top_p * total;
         double mass = 0.0;
-        for (size_t r = 0; r < keep_k; ++r) {
-            mass += std::exp(out[order[r]] - max_logit) / total;
-            if (mass >= params.top_p) { keep = r + 1; break; }
+        size_t sorted = use_top_k ? keep_k : 0;
+        size_t r = 0;
+        for (keep = 0; keep == 0;) {
+            if (r == sorted) {  // extend the sorted prefix eightfold (already sorted when top-k applies)
+                const size_t next = std::min(keep_k, std::max<size_t>(256, 8 * sorted));
+                std::partial_sort(order.begin() + static_cast<std::ptrdiff_t>(sorted),
+                                  order.begin() + static_cast<std::ptrdiff_t>(next), order.end(), by_logit);
+                sorted = next;
+            }
+            mass += std::exp(out[order[r]] - max_logit);
+            ++r;
+            if (mass >= needed || r == keep_k) keep = r;
         }
     }
     for (size_t r = keep; r < n; ++r) out[order[r]] = kMinusInf;

@@ -25,12 +25,17 @@ using Rng = std::mt19937_64;
 // Index of the largest logit (the first one on ties).
 int32_t argmax(std::span<const float> logits);
 
-// The logits of the distribution a token is drawn from: divided by the temperature (T = 0 counts as
-// T = 1, the convention for judge statistics) and with entries outside top-k / top-p set to -inf.
-// `out` has logits.size() entries.
-void shape_logits(std::span<const float> logits, const SamplingParams& params, std::span<float> out);
+// The logits of the distribution a token is drawn from: divided by the temperature and with entries
+// outside top-k / top-p set to -inf. Greedy (T = 0) keeps the raw logits, untruncated: the convention for
+// judge statistics (DESIGN.md).
+// `out` has logits.size() entries; `order` is scratch space, reused across calls so that shaping allocates
+// nothing once it has grown to the vocabulary size.
+void shape_logits(std::span<const float> logits, const SamplingParams& params, std::span<float> out,
+                  std::vector<int32_t>& order);
 
-// probs = softmax(logits), max-subtracted; -inf logits get probability 0.
+// probs = softmax(logits), max-subtracted; -inf logits get probability 0. `probs` has logits.size() entries.
+void softmax_into(std::span<const float> logits, std::span<float> probs);
+// The same into a vector, resized to fit (its capacity is kept between calls).
 void softmax(std::span<const float> logits, std::vector<float>& probs);
 
 // Draws an index from unnormalized non-negative weights (sum > 0).

@@ -1,6 +1,7 @@
 #include "engine/context.h"
 
 #include <algorithm>
+#include <chrono>
 #include <thread>
 
 #include <fmt/format.h>
@@ -8,12 +9,61 @@
 #include "core/error.h"
 
 namespace klspec {
+namespace {
+
+// ggml's GGML_MAX_N_THREADS: its thread pool cannot hold more.
+constexpr int32_t kMaxThreads = 512;
+// Well below llama.cpp's own limit (LLAMA_MAX_SEQ, 256); more slots than this only split a small machine.
+constexpr int32_t kMaxSequences = 64;
+
+}  // namespace
+
+void validate(const ContextOptions& options) {
+    if (options.n_ctx <= 0) throw Error(fmt::format("context size must be >= 1, got {}", options.n_ctx));
+    if (options.n_batch <= 0) throw Error(fmt::format("batch size must be >= 1, got {}", options.n_batch));
+    if (options.n_threads < 0 || options.n_threads > kMaxThreads)
+        throw Error(fmt::format("threads must be in 0..{} (0 = all hardware threads), got {}", kMaxThreads,
+                                options.n_threads));
+    if (options.n_sequences < 1 || options.n_sequences > kMaxSequences)
+        throw Error(fmt::format("parallel sequences must be in 1..{}, got {}", kMaxSequences, options.n_sequences));
+}
+
+Batch::Batch(int32_t capacity) : batch_(llama_batch_init(capacity, 0, 1)), capacity_(capacity) {}
+
+Batch::~Batch() { llama_batch_free(batch_); }
+
+void Batch::reserve(int32_t capacity) {
+    if (capacity <= capacity_) return;
+    llama_batch_free(batch_);
+    batch_ = llama_batch_init(capacity, 0, 1);
+    capacity_ = capacity;
+}
+
+int32_t Batch::add(int32_t token, int32_t pos, int32_t sequence_id, bool wants_output) {
+    if (batch_.n_tokens >= capacity_) throw Error(fmt::format("batch is full ({} tokens)", capacity_));
+    const int32_t row = batch_.n_tokens++;
+    batch_.token[row] = token;
+    batch_.pos[row] = pos;
+    batch_.n_seq_id[row] = 1;
+    batch_.seq_id[row][0] = sequence_id;
+    batch_.logits[row] = wants_output;
+    return row;
+}
 
 ModelContext::ModelContext(const Model& model, const ContextOptions& options)
-    : model_(model), n_vocab_(model.n_vocab()), n_embd_(model.n_embd()) {
+    : model_((validate(options), model)),  // validated before the members below are built from it
+      n_sequences_(options.n_sequences),
+      n_vocab_(model.n_vocab()),
+      n_embd_(model.n_embd()),
+      hidden_states_(options.hidden_states),
+      chunk_(std::min(options.n_batch, options.n_ctx)) {
     llama_context_params params = llama_context_default_params();
-    params.n_ctx = static_cast<uint32_t>(options.n_ctx);
-    params.n_batch = static_cast<uint32_t>(std::min(options.n_batch, options.n_ctx));
+    // One cache for all sequences (kv_unified): a batch mixing sequences of different lengths is then
+    // one ubatch, one graph evaluation, which is what makes verifying several sequences together pay.
+    params.n_ctx = static_cast<uint32_t>(options.n_ctx) * static_cast<uint32_t>(options.n_sequences);
+    params.n_seq_max = static_cast<uint32_t>(options.n_sequences);
+    params.kv_unified = true;
+    params.n_batch = static_cast<uint32_t>(std::max(std::min(options.n_batch, options.n_ctx), 1));
     params.n_ubatch = params.n_batch;
     const int32_t threads = options.n_threads > 0 ? options.n_threads
                                                   : static_cast<int32_t>(std::thread::hardware_concurrency());
@@ -25,46 +75,60 @@ ModelContext::ModelContext(const Model& model, const ContextOptions& options)
     ctx_ = llama_init_from_model(model.get(), params);
     if (ctx_ == nullptr) throw Error(fmt::format("failed to create a llama.cpp context for {}", model.path()));
     // llama.cpp may round the context up; the caller's limit is the one to honour.
-    n_ctx_ = std::min(options.n_ctx, static_cast<int32_t>(llama_n_ctx(ctx_)));
+    n_ctx_ = std::min(options.n_ctx, static_cast<int32_t>(llama_n_ctx(ctx_)) / options.n_sequences);
     n_batch_ = static_cast<int32_t>(llama_n_batch(ctx_));
-    batch_ = llama_batch_init(n_batch_, 0, 1);
 }
 
-ModelContext::~ModelContext() {
-    llama_batch_free(batch_);
-    llama_free(ctx_);
+ModelContext::~ModelContext() { llama_free(ctx_); }
+
+void ModelContext::decode(const Batch& batch) {
+    const auto start = std::chrono::steady_clock::now();
+    const int32_t status = llama_decode(ctx_, batch.get());
+    decode_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (status != 0) throw Error(fmt::format("llama_decode failed with status {} ({})", status, model_.path()));
 }
 
-void ModelContext::decode(std::span<const int32_t> tokens, int32_t first_pos, Outputs outputs) {
-    const int32_t n = static_cast<int32_t>(tokens.size());
-    if (outputs == Outputs::All && n > n_batch_) throw Error("batch with all outputs exceeds n_batch");
-    llama_batch& batch = batch_;
-    for (int32_t start = 0; start < n; start += n_batch_) {
-        const int32_t count = std::min(n_batch_, n - start);
-        batch.n_tokens = count;
-        for (int32_t j = 0; j < count; ++j) {
-            const int32_t i = start + j;
-            batch.token[j] = tokens[i];
-            batch.pos[j] = first_pos + i;
-            batch.n_seq_id[j] = 1;
-            batch.seq_id[j][0] = 0;
-            batch.logits[j] = outputs == Outputs::All || (outputs == Outputs::Last && i == n - 1);
-        }
-        const int32_t status = llama_decode(ctx_, batch);
-        if (status != 0) throw Error(fmt::format("llama_decode failed with status {} ({})", status, model_.path()));
+void ModelContext::prefill(int32_t sequence_id, std::span<const int32_t> tokens, int32_t first_pos) {
+    for (size_t start = 0; start < tokens.size(); start += static_cast<size_t>(chunk_.capacity())) {
+        chunk_.clear();
+        const size_t end = std::min(tokens.size(), start + static_cast<size_t>(chunk_.capacity()));
+        for (size_t i = start; i < end; ++i)
+            chunk_.add(tokens[i], first_pos + static_cast<int32_t>(i), sequence_id, false);
+        decode(chunk_);
     }
 }
 
-std::span<const float> ModelContext::logits(int32_t i) const {
-    return {llama_get_logits_ith(ctx_, i), static_cast<size_t>(n_vocab_)};
+void ModelContext::forward(int32_t sequence_id, std::span<const int32_t> tokens, int32_t first_pos,
+                           std::vector<float>& logits, std::vector<float>* hidden) {
+    if (hidden != nullptr && !hidden_states_)
+        throw Error("hidden states were requested from a context created without them");
+    for (size_t start = 0; start < tokens.size(); start += static_cast<size_t>(chunk_.capacity())) {
+        chunk_.clear();
+        const size_t end = std::min(tokens.size(), start + static_cast<size_t>(chunk_.capacity()));
+        for (size_t i = start; i < end; ++i)
+            chunk_.add(tokens[i], first_pos + static_cast<int32_t>(i), sequence_id, true);
+        decode(chunk_);
+        for (int32_t row = 0; row < chunk_.size(); ++row) {
+            const std::span<const float> l = this->logits(row);
+            logits.insert(logits.end(), l.begin(), l.end());
+            if (hidden != nullptr) {
+                const std::span<const float> h = hidden_state(row);
+                hidden->insert(hidden->end(), h.begin(), h.end());
+            }
+        }
+    }
 }
 
-std::span<const float> ModelContext::hidden_state(int32_t i) const {
-    return {llama_get_embeddings_ith(ctx_, i), static_cast<size_t>(n_embd_)};
+std::span<const float> ModelContext::logits(int32_t row) const {
+    return {llama_get_logits_ith(ctx_, row), static_cast<size_t>(n_vocab_)};
 }
 
-void ModelContext::truncate(int32_t n_keep) { llama_memory_seq_rm(llama_get_memory(ctx_), 0, n_keep, -1); }
+std::span<const float> ModelContext::hidden_state(int32_t row) const {
+    return {llama_get_embeddings_ith(ctx_, row), static_cast<size_t>(n_embd_)};
+}
 
-void ModelContext::clear() { llama_memory_clear(llama_get_memory(ctx_), true); }
+void ModelContext::truncate(int32_t sequence_id, int32_t n_keep) {
+    llama_memory_seq_rm(llama_get_memory(ctx_), sequence_id, n_keep, -1);
+}
 
 }  // namespace klspec

@@ -1,25 +1,46 @@
-// One llama.cpp inference context over a model: a KV cache for sequence 0, batched decoding, and
-// access to the output rows (logits, and hidden states when enabled).
+// One llama.cpp inference context over a model: a KV cache shared by several sequences (each with its
+// own id and up to n_ctx positions), batched decoding across them, and the output rows of the last
+// decode (logits, and hidden states when enabled).
 #pragma once
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "engine/model.h"
 #include "llama.h"
 
-
 namespace klspec {
 
 struct ContextOptions {
-    int32_t n_ctx = 2048;
-    int32_t n_batch = 512;
-    int32_t n_threads = 0;       // 0: all hardware threads
+    int32_t n_ctx = 2048;        // positions per sequence (prompt + output)
+    int32_t n_batch = 512;       // tokens per llama_decode call at most (prompt chunks)
+    int32_t n_threads = 0;       // CPU threads; 0: all hardware threads
+    int32_t n_sequences = 1;     // sequences decoded together (-np); each gets n_ctx positions
     bool hidden_states = false;  // also output last-layer hidden states (after the final norm)
 };
 
-// Which positions of a decoded batch produce an output row.
-enum class Outputs { None, Last, All };
+// The tokens of one llama_decode call, from any number of sequences. Reused between calls.
+class Batch {
+public:
+    explicit Batch(int32_t capacity);
+    ~Batch();
+    Batch(const Batch&) = delete;
+    Batch& operator=(const Batch&) = delete;
+
+    void clear() { batch_.n_tokens = 0; }
+    // Makes room for `capacity` tokens (only between decodes: the contents are dropped).
+    void reserve(int32_t capacity);
+    // Appends a token; returns its row, the index that logits() and hidden_state() take.
+    int32_t add(int32_t token, int32_t pos, int32_t sequence_id, bool wants_output);
+    int32_t size() const { return batch_.n_tokens; }
+    int32_t capacity() const { return capacity_; }
+    const llama_batch& get() const { return batch_; }
+
+private:
+    llama_batch batch_{};
+    int32_t capacity_ = 0;
+};
 
 class ModelContext {
 public:
@@ -28,27 +49,41 @@ public:
     ModelContext(const ModelContext&) = delete;
     ModelContext& operator=(const ModelContext&) = delete;
 
-    // Decodes `tokens` at positions first_pos.. of sequence 0, in chunks of n_batch (only a batch
-    // that fits one chunk may ask for outputs other than the last).
-    void decode(std::span<const int32_t> tokens, int32_t first_pos, Outputs outputs);
-    // Output of the token at index i of the last decoded batch (-1: its last token).
-    std::span<const float> logits(int32_t i) const;
-    std::span<const float> hidden_state(int32_t i) const;
-    // Forgets every cached position >= n_keep.
-    void truncate(int32_t n_keep);
-    void clear();
+    // One llama_decode call. Throws klspec::Error if llama.cpp refuses the batch.
+    void decode(const Batch& batch);
+    // Decodes `tokens` at positions first_pos.. of one sequence in chunks of n_batch, without outputs.
+    void prefill(int32_t sequence_id, std::span<const int32_t> tokens, int32_t first_pos);
+    // Teacher-forced pass over `tokens` at positions first_pos.. of one sequence, every row output:
+    // appends n×V logits (and n×E hidden states when `hidden` is non-null) row-major.
+    void forward(int32_t sequence_id, std::span<const int32_t> tokens, int32_t first_pos, std::vector<float>& logits,
+                 std::vector<float>* hidden);
+    // Output of batch row i of the last decode.
+    std::span<const float> logits(int32_t row) const;
+    std::span<const float> hidden_state(int32_t row) const;
+    // Forgets the sequence's cached positions >= n_keep (all of them for n_keep = 0).
+    void truncate(int32_t sequence_id, int32_t n_keep);
 
-    int32_t n_ctx() const { return n_ctx_; }
+    int32_t n_ctx() const { return n_ctx_; }  // per sequence
+    int32_t n_sequences() const { return n_sequences_; }
+    bool has_hidden_states() const { return hidden_states_; }
     const Model& model() const { return model_; }
+    // Wall time spent inside llama_decode since the context was created.
+    double decode_seconds() const { return decode_seconds_; }
 
 private:
     const Model& model_;
     llama_context* ctx_ = nullptr;
     int32_t n_ctx_ = 0;
+    int32_t n_sequences_ = 1;
     int32_t n_batch_ = 0;
     int32_t n_vocab_ = 0;
     int32_t n_embd_ = 0;
-    llama_batch batch_{};  // reused by every decode
+    bool hidden_states_ = false;
+    double decode_seconds_ = 0;
+    Batch chunk_;  // prefill and forward chunks
 };
+
+// Validates ContextOptions with one-line klspec::Errors (thread counts llama.cpp cannot create, ...).
+void validate(const ContextOptions& options);
 
 }  // namespace klspec

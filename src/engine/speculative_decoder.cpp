@@ -2,12 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
 
 #include <fmt/format.h>
 
-#include "core/acceptance.h"
+#include "core/distribution_stats.h"
 #include "core/error.h"
-#include "core/text_stream.h"
 
 namespace klspec {
 namespace {
@@ -18,16 +18,28 @@ double seconds_since(Clock::time_point start) {
     return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// Shared by every sequence that does not name a rule.
+const std::shared_ptr<const Judge>& vanilla_judge() {
+    static const std::shared_ptr<const Judge> judge = std::make_shared<VanillaJudge>();
+    return judge;
+}
+
+int32_t to_int(size_t n) { return static_cast<int32_t>(n); }
+
+}  // namespace
+
 void validate(const GenerationOptions& options) {
     if (options.max_tokens < 0) throw Error(fmt::format("max tokens must be >= 0, got {}", options.max_tokens));
     if (options.draft_max <= 0) throw Error(fmt::format("draft-max (gamma) must be >= 1, got {}", options.draft_max));
+    if (options.draft_min < 0 || options.draft_min > options.draft_max)
+        throw Error(fmt::format("draft-min must be in 0..draft-max ({}), got {}", options.draft_max, options.draft_min));
+    if (!(options.draft_p_min >= 0.0f && options.draft_p_min <= 1.0f))
+        throw Error(fmt::format("draft-p-min must be in [0, 1], got {}", options.draft_p_min));
     const SamplingParams& s = options.sampling;
     if (!(s.temperature >= 0.0f)) throw Error(fmt::format("temperature must be >= 0, got {}", s.temperature));
     if (s.top_k < 0) throw Error(fmt::format("top-k must be >= 0, got {}", s.top_k));
     if (!(s.top_p > 0.0f && s.top_p <= 1.0f)) throw Error(fmt::format("top-p must be in (0, 1], got {}", s.top_p));
 }
-
-}  // namespace
 
 std::string_view to_string(StopReason reason) {
     switch (reason) {
@@ -35,196 +47,337 @@ std::string_view to_string(StopReason reason) {
         case StopReason::MaxTokens: return "max_tokens";
         case StopReason::StopString: return "stop_string";
         case StopReason::ContextFull: return "context_full";
+        case StopReason::Cancelled: return "cancelled";
     }
     return "unknown";
 }
 
+Sequence::Sequence(int32_t id, GenerationOptions options)
+    : id_(id),
+      options_(std::move(options)),
+      judge_(options_.judge ? options_.judge : vanilla_judge()),
+      draft_budget_(options_.draft_max),
+      rng_(options_.sampling.seed),
+      stream_(options_.stop_strings),
+      acceptance_(options_.sampling, *judge_) {}
+
 SpeculativeDecoder::SpeculativeDecoder(const Model& target, const Model* draft, const ContextOptions& options)
-    : target_(target), target_ctx_(target, options), hidden_states_(options.hidden_states) {
+    : target_(target), target_ctx_(target, options), target_batch_(64), draft_batch_(64) {
     if (draft != nullptr) {
         require_same_vocabulary(target, *draft);
         draft_ctx_ = std::make_unique<ModelContext>(*draft, options);
     }
 }
 
-GenerationResult SpeculativeDecoder::generate(const std::string& prompt, const GenerationOptions& options,
-                                              Judge& judge, const TextCallback& on_text) {
-    validate(options);
-    GenerationResult result;
-    GenerationStats& stats = result.stats;
-    const int32_t n_vocab = target_.n_vocab();
-    const int32_t n_ctx = target_ctx_.n_ctx();
+double SpeculativeDecoder::llama_decode_seconds() const {
+    return target_ctx_.decode_seconds() + (draft_ctx_ ? draft_ctx_->decode_seconds() : 0.0);
+}
 
-    std::vector<int32_t> prompt_tokens = target_.tokenize(prompt, /*add_bos=*/true);
+Sequence SpeculativeDecoder::start(int32_t id, const std::string& prompt, GenerationOptions options) {
+    validate(options);
+    if (id < 0 || id >= n_sequences())
+        throw Error(fmt::format("sequence id {} is out of range (the decoder has {} sequences)", id, n_sequences()));
+    Sequence seq(id, std::move(options));
+    if (seq.judge_->needs_hidden_states() && !target_ctx_.has_hidden_states())
+        throw Error(fmt::format("the {} rule needs hidden states: create the decoder with ContextOptions::hidden_states",
+                                seq.judge_->name()));
+    if (seq.judge_->needs_hidden_states() && !draft_ctx_)
+        throw Error(fmt::format("the {} rule needs a draft model", seq.judge_->name()));
+
+    const std::vector<int32_t> prompt_tokens = target_.tokenize(prompt, /*add_bos=*/true);
     if (prompt_tokens.empty()) throw Error("the prompt is empty and the model adds no BOS token");
-    if (static_cast<int32_t>(prompt_tokens.size()) >= n_ctx) {
+    if (to_int(prompt_tokens.size()) >= target_ctx_.n_ctx()) {
         throw Error(fmt::format("the prompt has {} tokens but the context holds {} (raise -c)", prompt_tokens.size(),
-                                n_ctx));
+                                target_ctx_.n_ctx()));
     }
-    stats.prompt_tokens = static_cast<int64_t>(prompt_tokens.size());
+    GenerationStats& stats = seq.result_.stats;
+    stats.prompt_tokens = to_int(prompt_tokens.size());
 
     // Both caches hold every accepted token except the last one, which the next step feeds.
-    auto start = Clock::now();
+    const auto start = Clock::now();
     const std::span<const int32_t> cached_prompt(prompt_tokens.data(), prompt_tokens.size() - 1);
-    target_ctx_.clear();
-    target_ctx_.decode(cached_prompt, 0, Outputs::None);
-    if (draft_ctx_) {
-        draft_ctx_->clear();
-        draft_ctx_->decode(cached_prompt, 0, Outputs::None);
+    for (ModelContext* ctx : {&target_ctx_, draft_ctx_.get()}) {
+        if (ctx == nullptr) continue;
+        ctx->truncate(id, 0);
+        ctx->prefill(id, cached_prompt, 0);
     }
     stats.prompt_seconds = seconds_since(start);
+    seq.tokens_ = prompt_tokens;
+    seq.target_cached_ = seq.draft_cached_ = to_int(cached_prompt.size());
+    seq.finished_ = seq.options_.max_tokens == 0;
+    return seq;
+}
 
-    Rng rng(options.sampling.seed);
-    AcceptanceStep acceptance(options.sampling, judge);
-    TextStream stream(options.stop_strings);
-    std::vector<int32_t> sequence = prompt_tokens;  // prompt + accepted output
-    int32_t n_past = static_cast<int32_t>(cached_prompt.size());  // positions cached in the target
-    int32_t draft_n_past = n_past;                                 // positions cached in the draft
-    int32_t last = prompt_tokens.back();
+GenerationResult SpeculativeDecoder::generate(const std::string& prompt, GenerationOptions options,
+                                              const StepCallback& on_step) {
+    Sequence seq = start(0, prompt, std::move(options));
+    Sequence* const batch[] = {&seq};
+    while (!seq.finished()) step(batch, on_step);
+    return seq.take_result();
+}
 
-    const size_t gamma = static_cast<size_t>(draft_ctx_ ? options.draft_max : 0);
-    std::vector<int32_t> drafted;             // d_1..d_k
-    std::vector<float> draft_rows;            // shaped q_1..q_k, row-major
-    const bool shape_target = !options.sampling.greedy();
-    std::vector<float> target_rows(shape_target ? (gamma + 1) * n_vocab : 0);  // shaped p_i, filled lazily
-    std::vector<float> draft_probs;
-    const bool want_hidden = judge.needs_hidden_states();
-    if (want_hidden && !hidden_states_) {
-        throw Error(fmt::format("the {} rule needs hidden states: create the decoder with "
-                                "ContextOptions::hidden_states", judge.name()));
+void SpeculativeDecoder::step(std::span<Sequence* const> sequences, const StepCallback& on_step) {
+    std::vector<Sequence*> active;  // one small vector per step, not per token
+    active.reserve(sequences.size());
+    for (Sequence* seq : sequences) {
+        if (seq->finished_) continue;
+        // The step's target batch needs one free position at least.
+        if (seq->target_cached_ + 1 > target_ctx_.n_ctx()) {
+            seq->result_.stop_reason = StopReason::ContextFull;
+            finish(*seq, on_step);
+            continue;
+        }
+        active.push_back(seq);
     }
-    std::vector<float> draft_hidden;  // h_draft for d_1..d_k, row-major
-    std::vector<int32_t> verify_batch;
-    drafted.reserve(gamma);
-    draft_rows.reserve(gamma * n_vocab);
-    verify_batch.reserve(gamma + 1);
+    if (active.empty()) return;
+    draft_all(active);
+    verify_all(active);
+    for (Sequence* seq : active) judge_emit_roll_back(*seq, on_step);
+}
 
-    result.stop_reason = StopReason::MaxTokens;
-    bool done = options.max_tokens == 0;
-    while (!done) {
-        if (n_past + 1 > n_ctx) {
-            result.stop_reason = StopReason::ContextFull;
-            break;
-        }
-        const int32_t wanted = options.max_tokens - static_cast<int32_t>(stats.emitted);
-        const int32_t n_draft = std::min({static_cast<int32_t>(gamma), wanted - 1, n_ctx - n_past - 1});
+// Step 1: every sequence's draft catches up with its accepted tokens, then proposes up to γ tokens; one
+// draft batch per depth across all sequences still drafting.
+void SpeculativeDecoder::draft_all(std::span<Sequence* const> active) {
+    const auto start = Clock::now();
+    const int32_t n_vocab = target_.n_vocab();
+    std::vector<Sequence*> drafting;
+    for (Sequence* seq : active) {
+        seq->drafted_.clear();
+        seq->draft_hidden_.clear();
+        if (!draft_ctx_) continue;
+        const int32_t wanted = seq->options_.max_tokens - to_int(seq->result_.tokens.size());
+        seq->gamma_ = std::min({seq->draft_budget_, wanted - 1, target_ctx_.n_ctx() - seq->target_cached_ - 1});
+        if (seq->gamma_ > 0) drafting.push_back(seq);
+    }
+    if (drafting.empty()) return;
 
-        // 1. Draft: the draft first catches up with the accepted sequence, then proposes n_draft tokens.
-        start = Clock::now();
-        drafted.clear();
-        draft_rows.clear();
-        draft_hidden.clear();
-        if (n_draft > 0) {
-            draft_ctx_->decode(std::span<const int32_t>(sequence).subspan(draft_n_past), draft_n_past, Outputs::Last);
-            ++stats.draft_calls;
-            int32_t pos = static_cast<int32_t>(sequence.size());
-            while (true) {
-                const size_t row = draft_rows.size();
-                draft_rows.resize(row + n_vocab);
-                std::span<float> q(draft_rows.data() + row, n_vocab);
-                const std::span<const float> raw = draft_ctx_->logits(-1);
-                int32_t token;
-                if (options.sampling.greedy()) {
-                    std::copy(raw.begin(), raw.end(), q.begin());
-                    token = argmax(q);
-                } else {
-                    shape_logits(raw, options.sampling, q);
-                    softmax(q, draft_probs);
-                    token = sample_from_weights(draft_probs, rng);
-                }
-                drafted.push_back(token);
-                const bool last_draft =
-                    static_cast<int32_t>(drafted.size()) == n_draft || target_.is_end_of_generation(token);
-                // The draft's hidden state for d_i comes from its forward over d_i: for d_k that is one
-                // decode more, needed only by judges that read hidden states.
-                if (last_draft && !want_hidden) break;
-                draft_ctx_->decode(std::span<const int32_t>(&token, 1), pos++, Outputs::Last);
-                ++stats.draft_calls;
-                if (want_hidden) {
-                    const std::span<const float> h = draft_ctx_->hidden_state(-1);
-                    draft_hidden.insert(draft_hidden.end(), h.begin(), h.end());
-                }
-                if (last_draft) break;
+    // Depth 0: the catch-up tokens (normally `last`, two after a fully accepted step).
+    int32_t needed = 0;
+    for (Sequence* seq : drafting) needed += to_int(seq->tokens_.size()) - seq->draft_cached_;
+    draft_batch_.reserve(std::max(needed, to_int(drafting.size())));
+    draft_batch_.clear();
+    draft_rows_of_.assign(drafting.size(), -1);
+    for (size_t s = 0; s < drafting.size(); ++s) {
+        Sequence& seq = *drafting[s];
+        for (int32_t pos = seq.draft_cached_; pos < to_int(seq.tokens_.size()); ++pos)
+            draft_rows_of_[s] = draft_batch_.add(seq.tokens_[pos], pos, seq.id_, pos + 1 == to_int(seq.tokens_.size()));
+        seq.draft_cached_ = to_int(seq.tokens_.size());
+    }
+    while (draft_batch_.size() > 0) {
+        draft_ctx_->decode(draft_batch_);
+        draft_batch_.clear();
+        for (size_t s = 0; s < drafting.size(); ++s) {
+            if (draft_rows_of_[s] < 0) continue;
+            Sequence& seq = *drafting[s];
+            ++seq.result_.stats.draft_calls;
+            const int32_t row = std::exchange(draft_rows_of_[s], -1);
+            const bool wants_hidden = seq.judge_->needs_hidden_states();
+            // The row's hidden state belongs to the token fed at this depth, d_i (depth 0 feeds `last`).
+            if (wants_hidden && !seq.drafted_.empty()) {
+                const std::span<const float> h = draft_ctx_->hidden_state(row);
+                seq.draft_hidden_.insert(seq.draft_hidden_.end(), h.begin(), h.end());
             }
-            draft_n_past = pos;
+            const bool drafts_done = to_int(seq.drafted_.size()) == seq.gamma_ ||
+                                     (!seq.drafted_.empty() && target_.is_end_of_generation(seq.drafted_.back()));
+            if (drafts_done) continue;
+
+            // q_i: the shaped draft row, kept for the judge (its buffer in llama.cpp is reused next depth).
+            const size_t i = seq.drafted_.size();
+            seq.draft_rows_.resize((i + 1) * static_cast<size_t>(n_vocab));
+            const std::span<float> q(seq.draft_rows_.data() + i * n_vocab, static_cast<size_t>(n_vocab));
+            shape_logits(draft_ctx_->logits(row), seq.options_.sampling, q, shaping_order_);
+            int32_t token;
+            float token_probability = 1.0f;
+            if (seq.options_.sampling.greedy()) {
+                token = argmax(q);
+                if (seq.options_.draft_p_min > 0.0f)
+                    token_probability = static_cast<float>(distribution_stats(q).max_probability);
+            } else {
+                seq.draft_probs_.resize((i + 1) * static_cast<size_t>(n_vocab));
+                const std::span<float> probs(seq.draft_probs_.data() + i * n_vocab, static_cast<size_t>(n_vocab));
+                softmax_into(q, probs);
+                token = sample_from_weights(probs, seq.rng_);
+                token_probability = probs[static_cast<size_t>(token)];
+            }
+            // Draft-confidence cut (llama.cpp's p_min): an unsure draft token is not proposed.
+            if (token_probability < seq.options_.draft_p_min) {
+                seq.gamma_ = to_int(seq.drafted_.size());
+                continue;
+            }
+            seq.drafted_.push_back(token);
+            const bool last_draft = to_int(seq.drafted_.size()) == seq.gamma_ || target_.is_end_of_generation(token);
+            // d_k needs a forward pass only for its hidden state (judges that read them).
+            if (last_draft && !wants_hidden) continue;
+            draft_rows_of_[s] = draft_batch_.add(token, seq.draft_cached_++, seq.id_, true);
         }
-        stats.draft_seconds += seconds_since(start);
+    }
+    const double seconds = seconds_since(start);
+    for (Sequence* seq : drafting) {
+        seq->result_.stats.draft_seconds += seconds;
+        // llama.cpp's n_min: a draft too short to be worth a verification slot is dropped.
+        if (to_int(seq->drafted_.size()) < seq->options_.draft_min) seq->drafted_.clear();
+    }
+}
 
-        // 2. Verify: last, d_1..d_k in one target batch.
-        start = Clock::now();
-        verify_batch.assign(1, last);
-        verify_batch.insert(verify_batch.end(), drafted.begin(), drafted.end());
-        target_ctx_.decode(verify_batch, n_past, Outputs::All);
-        ++stats.target_calls;
-        stats.verify_seconds += seconds_since(start);
+// Step 2: every sequence's `last`, d_1..d_k in ONE target batch, distinct sequence ids.
+void SpeculativeDecoder::verify_all(std::span<Sequence* const> active) {
+    const auto start = Clock::now();
+    int32_t needed = 0;
+    for (const Sequence* seq : active) needed += 1 + to_int(seq->drafted_.size());
+    target_batch_.reserve(needed);
+    target_batch_.clear();
+    for (Sequence* seq : active) {
+        int32_t pos = seq->target_cached_;
+        seq->verify_row_ = target_batch_.add(seq->tokens_.back(), pos++, seq->id_, true);
+        for (const int32_t token : seq->drafted_) target_batch_.add(token, pos++, seq->id_, true);
+    }
+    target_ctx_.decode(target_batch_);
+    const double seconds = seconds_since(start);
+    for (Sequence* seq : active) {
+        ++seq->result_.stats.target_calls;
+        seq->result_.stats.verify_seconds += seconds;
+    }
+}
 
-        // 3 + 4. Judge in order, stop at the first rejection, take the replacement or bonus token.
-        start = Clock::now();
-        const int32_t k = static_cast<int32_t>(drafted.size());
-        auto target_logits = [&](int32_t i) -> std::span<const float> {
-            if (!shape_target) return target_ctx_.logits(i);
-            const std::span<float> row(target_rows.data() + static_cast<size_t>(i) * n_vocab, n_vocab);
-            shape_logits(target_ctx_.logits(i), options.sampling, row);
+// Steps 3-5 for one sequence: judge in order and stop at the first rejection, emit the accepted drafts and
+// the target's token, roll both caches back to the accepted sequence.
+void SpeculativeDecoder::judge_emit_roll_back(Sequence& seq, const StepCallback& on_step) {
+    auto start = Clock::now();
+    GenerationStats& stats = seq.result_.stats;
+    const GenerationOptions& options = seq.options_;
+    const size_t n_vocab = static_cast<size_t>(target_.n_vocab());
+    const int32_t k = to_int(seq.drafted_.size());
+    const bool shape_target = !options.sampling.greedy();
+    if (shape_target) seq.target_rows_.resize((static_cast<size_t>(k) + 1) * n_vocab);
+
+    // Position sources are lazy: target rows after the first rejection are never shaped.
+    struct Positions final : PositionSource {
+        SpeculativeDecoder& decoder;
+        Sequence& seq;
+        Positions(SpeculativeDecoder& d, Sequence& s) : decoder(d), seq(s) {}
+        std::span<const float> target_logits(int32_t i) {
+            const std::span<const float> raw = decoder.target_ctx_.logits(seq.verify_row_ + i);
+            if (seq.options_.sampling.greedy()) return raw;
+            const size_t n = raw.size();
+            const std::span<float> row(seq.target_rows_.data() + static_cast<size_t>(i) * n, n);
+            shape_logits(raw, seq.options_.sampling, row, decoder.shaping_order_);
             return row;
-        };
-        const PositionSource position = [&](int32_t i) {
+        }
+        DraftPosition position(int32_t i) override {
+            const size_t n = static_cast<size_t>(decoder.target_.n_vocab());
             DraftPosition p;
             p.target_logits = target_logits(i);
-            p.draft_logits = std::span<const float>(draft_rows.data() + static_cast<size_t>(i) * n_vocab, n_vocab);
-            p.draft_token = drafted[i];
-            if (want_hidden) {
-                const size_t n_embd = static_cast<size_t>(draft_ctx_->model().n_embd());
-                p.draft_hidden = std::span<const float>(draft_hidden.data() + static_cast<size_t>(i) * n_embd, n_embd);
-                p.target_hidden = target_ctx_.hidden_state(i + 1);  // batch index 0 holds `last`
+            p.draft_logits = std::span<const float>(seq.draft_rows_.data() + static_cast<size_t>(i) * n, n);
+            if (!seq.options_.sampling.greedy())
+                p.draft_probabilities = std::span<const float>(seq.draft_probs_.data() + static_cast<size_t>(i) * n, n);
+            p.draft_token = seq.drafted_[static_cast<size_t>(i)];
+            if (seq.judge_->needs_hidden_states()) {
+                const size_t n_embd = static_cast<size_t>(decoder.draft_ctx_->model().n_embd());
+                p.draft_hidden = std::span<const float>(seq.draft_hidden_.data() + static_cast<size_t>(i) * n_embd, n_embd);
+                p.target_hidden = decoder.target_ctx_.hidden_state(seq.verify_row_ + 1 + i);  // row of input d_i
             }
             return p;
-        };
-        const StepOutcome outcome = acceptance.run(k, position, target_logits(k), rng);
-        stats.drafted += k;
-        stats.accepted += outcome.accepted;
-        stats.relaxed_accepted += outcome.relaxed_accepted;
-        stats.judge_seconds += seconds_since(start);
+        }
+    } positions(*this, seq);
 
-        // Emit: accepted drafts, then the target's token; stop at EOG, a stop string or -n.
-        start = Clock::now();
-        std::vector<int32_t> emitted(drafted.begin(), drafted.begin() + outcome.accepted);
-        emitted.push_back(outcome.next_token);
-        for (const int32_t token : emitted) {
-            ++stats.emitted;
-            if (target_.is_end_of_generation(token)) {
-                result.stop_reason = StopReason::EndOfGeneration;
-                done = true;
-                break;
-            }
-            result.tokens.push_back(token);
-            sequence.push_back(token);
-            if (stream.append(target_.piece(token))) {
-                result.stop_reason = StopReason::StopString;
-                done = true;
-                break;
-            }
-            if (static_cast<int32_t>(result.tokens.size()) >= options.max_tokens) {
-                done = true;
-                break;
-            }
+    const StepOutcome outcome = seq.acceptance_.run(k, positions, positions.target_logits(k), seq.rng_);
+    stats.drafted += k;
+    stats.accepted += outcome.accepted;
+    stats.relaxed_accepted += outcome.relaxed_accepted;
+    stats.judge_seconds += outcome.judge_seconds;
+    if (observer_) {
+        const std::span<const PositionVerdict> verdicts = seq.acceptance_.verdicts();
+        for (size_t i = 0; i < verdicts.size(); ++i) {
+            JudgedPosition record = describe_position(positions.position(static_cast<int32_t>(i)));
+            record.sequence_id = seq.id_;
+            record.position = seq.target_cached_ + 1 + static_cast<int64_t>(i);
+            record.verdict = verdicts[i];
+            observer_(record);
         }
-        if (on_text) {
-            if (done) stream.finish();
-            if (const std::string_view text = stream.take_stable(); !text.empty()) on_text(text);
-        }
-
-        // 5. Roll back: keep `last` and the accepted drafts in both caches (nothing to drop when every
-        // draft was kept).
-        n_past += 1 + outcome.accepted;
-        last = outcome.next_token;
-        if (outcome.accepted < k) target_ctx_.truncate(n_past);
-        if (draft_ctx_ && draft_n_past > n_past) {
-            draft_n_past = n_past;
-            draft_ctx_->truncate(draft_n_past);
-        }
-        stats.other_seconds += seconds_since(start);
     }
-    result.text = stream.text();
+
+    // Emit: accepted drafts, then the target's token; stop at EOG, a stop string or -n.
+    seq.emitted_.assign(seq.drafted_.begin(), seq.drafted_.begin() + outcome.accepted);
+    seq.emitted_.push_back(outcome.next_token);
+    GenerationResult& result = seq.result_;
+    size_t n_emitted = 0;
+    for (const int32_t token : seq.emitted_) {
+        if (target_.is_end_of_generation(token)) {
+            result.stop_reason = StopReason::EndOfGeneration;
+            seq.finished_ = true;
+            break;
+        }
+        ++stats.emitted;
+        ++n_emitted;
+        result.tokens.push_back(token);
+        seq.tokens_.push_back(token);
+        if (seq.stream_.append(target_.piece(token))) {
+            result.stop_reason = StopReason::StopString;
+            seq.finished_ = true;
+            break;
+        }
+        if (to_int(result.tokens.size()) >= options.max_tokens) {
+            result.stop_reason = StopReason::MaxTokens;
+            seq.finished_ = true;
+            break;
+        }
+    }
+    const std::span<const int32_t> step_tokens(seq.emitted_.data(), n_emitted);
+    if (seq.finished_) {
+        finish(seq, on_step, step_tokens);
+    } else {
+        if (on_step && on_step(StepResult{seq.id_, step_tokens, seq.stream_.take_stable(), false})) {
+            result.stop_reason = StopReason::Cancelled;
+            finish(seq, {});
+        }
+    }
+    if (seq.finished_) {
+        stats.other_seconds += seconds_since(start) - outcome.judge_seconds;
+        return;
+    }
+
+    // Roll back: keep `last` and the accepted drafts in both caches (nothing to drop when every draft
+    // was kept).
+    seq.target_cached_ += 1 + outcome.accepted;
+    if (outcome.accepted < k) target_ctx_.truncate(seq.id_, seq.target_cached_);
+    if (draft_ctx_ && seq.draft_cached_ > seq.target_cached_) {
+        seq.draft_cached_ = seq.target_cached_;
+        draft_ctx_->truncate(seq.id_, seq.draft_cached_);
+    }
+    // Adaptive γ (the heuristic of Hugging Face's assisted generation): longer after a fully accepted
+    // draft, shorter after a rejection.
+    if (options.adaptive_draft && k > 0) {
+        const int32_t budget = outcome.accepted == k ? seq.draft_budget_ + 2 : seq.draft_budget_ - 1;
+        seq.draft_budget_ = std::clamp(budget, std::max(1, options.draft_min), options.draft_max);
+    }
+    stats.other_seconds += seconds_since(start) - outcome.judge_seconds;
+}
+
+void SpeculativeDecoder::finish(Sequence& seq, const StepCallback& on_step, std::span<const int32_t> step_tokens) {
+    seq.finished_ = true;
+    seq.stream_.finish();
+    // The text the callback gets is taken before result.text is filled, so both hold all of it.
+    const std::string_view rest = seq.stream_.take_stable();
+    if (on_step) on_step(StepResult{seq.id_, step_tokens, rest, true});
+    seq.result_.text = seq.stream_.text();
+    // A finished sequence frees its cells, which other sequences' attention would otherwise scan.
+    target_ctx_.truncate(seq.id_, 0);
+    if (draft_ctx_) draft_ctx_->truncate(seq.id_, 0);
+}
+
+ForwardResult SpeculativeDecoder::forward(ModelRole role, std::span<const int32_t> tokens, bool with_hidden,
+                                          int32_t id) {
+    ModelContext* ctx = role == ModelRole::Target ? &target_ctx_ : draft_ctx_.get();
+    if (ctx == nullptr) throw Error("forward: the decoder has no draft model");
+    if (to_int(tokens.size()) > ctx->n_ctx())
+        throw Error(fmt::format("forward: {} tokens do not fit the context of {}", tokens.size(), ctx->n_ctx()));
+    ForwardResult result;
+    result.n_tokens = to_int(tokens.size());
+    result.n_vocab = ctx->model().n_vocab();
+    result.n_embd = ctx->model().n_embd();
+    ctx->truncate(id, 0);
+    ctx->forward(id, tokens, 0, result.logits, with_hidden ? &result.hidden : nullptr);
+    ctx->truncate(id, 0);
     return result;
 }
 

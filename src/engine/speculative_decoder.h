@@ -1,30 +1,47 @@
-// The draft / verify / judge / emit / roll-back loop of DESIGN.md ("One speculative step"), and
-// target-only decoding as its special case without a draft.
+// The draft / verify / judge / emit / roll-back loop of DESIGN.md ("One speculative step") over many
+// sequences at once, and target-only decoding as its special case without a draft.
+//
+// Shape (after CTranslate2's generator and llama.cpp's server): a Sequence holds everything one request
+// owns; SpeculativeDecoder::step() advances every active sequence by one target call, drafting them in
+// one batch per depth and verifying all their drafts in ONE target batch. generate() is a short loop
+// over step() for one sequence; forward() is the teacher-forced verb (logits and hidden states of any
+// token sequence) for mining and scoring.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "core/acceptance.h"
 #include "core/judge.h"
+#include "core/judged_position.h"
 #include "core/sampling.h"
 #include "core/stats.h"
+#include "core/text_stream.h"
 #include "engine/context.h"
 #include "engine/model.h"
 
 namespace klspec {
 
 struct GenerationOptions {
-    int32_t max_tokens = 128;  // -n: generated tokens at most
-    int32_t draft_max = 16;    // γ: draft tokens proposed per target call
-    SamplingParams sampling;
-    std::vector<std::string> stop_strings;
+    int32_t max_tokens = 128;       // -n: generated tokens at most
+    int32_t draft_max = 16;         // γ: draft tokens proposed per target call at most
+    int32_t draft_min = 0;          // a draft shorter than this is dropped (a target-only step), as llama.cpp
+    float draft_p_min = 0.0f;       // stop drafting at a token whose draft probability is below this (0 = off)
+    bool adaptive_draft = false;    // adapt γ per sequence: +2 after a fully accepted draft, -1 otherwise
+    SamplingParams sampling;        // temperature, top-k, top-p, seed; the same for draft and target
+    std::vector<std::string> stop_strings;  // stop when the text contains one (it is cut off)
+    std::shared_ptr<const Judge> judge;     // the verification rule; null: vanilla
 };
 
-enum class StopReason { EndOfGeneration, MaxTokens, StopString, ContextFull };
+// Throws klspec::Error with a one-line reason for an unusable setting.
+void validate(const GenerationOptions& options);
+
+enum class StopReason { EndOfGeneration, MaxTokens, StopString, ContextFull, Cancelled };
 std::string_view to_string(StopReason reason);
 
 struct GenerationResult {
@@ -34,24 +51,106 @@ struct GenerationResult {
     GenerationStats stats;
 };
 
-// Receives generated text as soon as it is final (never text that a stop string removes).
-using TextCallback = std::function<void(std::string_view)>;
+// What one step produced for one sequence (CTranslate2's GenerationStepResult).
+struct StepResult {
+    int32_t sequence_id = 0;
+    std::span<const int32_t> tokens;  // emitted by this step (accepted drafts + the target's token)
+    std::string_view text;            // text that became final in this step (never text a stop string removes)
+    bool is_last = false;             // the sequence finished with this step
+};
+// Return true to stop the sequence after this step (stop_reason Cancelled).
+using StepCallback = std::function<bool(const StepResult&)>;
+
+// Called for every position the acceptance step examined, of every sequence (engine statistics added).
+using JudgeObserver = std::function<void(const JudgedPosition&)>;
+
+// One request's whole state (llama.cpp server's slot, CTranslate2's batch entry). Created by
+// SpeculativeDecoder::start, advanced by step(), read when finished().
+class Sequence {
+public:
+    int32_t id() const { return id_; }
+    bool finished() const { return finished_; }
+    const GenerationResult& result() const { return result_; }
+    GenerationResult take_result() { return std::move(result_); }
+    const GenerationOptions& options() const { return options_; }
+
+private:
+    friend class SpeculativeDecoder;
+    Sequence(int32_t id, GenerationOptions options);
+
+    int32_t id_;
+    GenerationOptions options_;
+    std::shared_ptr<const Judge> judge_;
+    std::vector<int32_t> tokens_;   // prompt + accepted output
+    int32_t target_cached_ = 0;     // positions cached in the target (all but the last token)
+    int32_t draft_cached_ = 0;      // positions cached in the draft
+    int32_t draft_budget_ = 0;      // γ for the next step: draft_max, or the adaptive value
+    int32_t gamma_ = 0;             // this step's γ: the budget capped by -n and the context
+    Rng rng_;
+    TextStream stream_;
+    AcceptanceStep acceptance_;
+    bool finished_ = false;
+    GenerationResult result_;
+    // Per step: the drafted tokens, their shaped q rows (and softmax when sampling), hidden states.
+    std::vector<int32_t> drafted_;
+    std::vector<float> draft_rows_;
+    std::vector<float> draft_probs_;
+    std::vector<float> draft_hidden_;
+    std::vector<float> target_rows_;
+    int32_t verify_row_ = 0;        // batch row of `last` in the step's target batch
+    std::vector<int32_t> emitted_;
+};
+
+// Logits (and hidden states) of a teacher-forced pass: row i is the model's output after token i.
+struct ForwardResult {
+    int32_t n_tokens = 0;
+    int32_t n_vocab = 0;
+    int32_t n_embd = 0;
+    std::vector<float> logits;  // n_tokens × n_vocab
+    std::vector<float> hidden;  // n_tokens × n_embd, when asked for
+};
+
+enum class ModelRole { Target, Draft };
 
 class SpeculativeDecoder {
 public:
-    // `draft` may be null: target-only decoding. Throws klspec::Error on an unusable pair.
+    // `draft` may be null: target-only decoding. Throws klspec::Error on an unusable pair or options.
     SpeculativeDecoder(const Model& target, const Model* draft, const ContextOptions& options);
 
-    GenerationResult generate(const std::string& prompt, const GenerationOptions& options, Judge& judge,
-                              const TextCallback& on_text = {});
+    // Tokenizes the prompt and caches it in both models under sequence id `id` (< n_sequences), which
+    // must not be in use by an unfinished sequence.
+    Sequence start(int32_t id, const std::string& prompt, GenerationOptions options);
+    // Advances every unfinished sequence by one target call. Sequences may start and finish between steps.
+    void step(std::span<Sequence* const> sequences, const StepCallback& on_step = {});
 
+    GenerationResult generate(const std::string& prompt, GenerationOptions options, const StepCallback& on_step = {});
+
+    // Teacher-forced logits (and hidden states when `with_hidden`; the context must have them) of `tokens`
+    // from position 0, chunked by the batch size, using sequence id `id` (its cache is overwritten).
+    ForwardResult forward(ModelRole role, std::span<const int32_t> tokens, bool with_hidden, int32_t id = 0);
+
+    void set_observer(JudgeObserver observer) { observer_ = std::move(observer); }
     bool has_draft() const { return draft_ctx_ != nullptr; }
+    int32_t n_sequences() const { return target_ctx_.n_sequences(); }
+    const Model& target() const { return target_; }
+    // Wall time inside llama_decode, both models, since construction (the rest of a step is the engine's).
+    double llama_decode_seconds() const;
 
 private:
+    void draft_all(std::span<Sequence* const> active);
+    void verify_all(std::span<Sequence* const> active);
+    void judge_emit_roll_back(Sequence& seq, const StepCallback& on_step);
+    // Marks the sequence finished (its stop reason already set), tells the callback, frees its cache cells.
+    void finish(Sequence& seq, const StepCallback& on_step, std::span<const int32_t> step_tokens = {});
+
     const Model& target_;
     ModelContext target_ctx_;
     std::unique_ptr<ModelContext> draft_ctx_;
-    bool hidden_states_;
+    Batch target_batch_;
+    Batch draft_batch_;
+    std::vector<int32_t> draft_rows_of_;  // per active sequence: its row in the current draft batch
+    std::vector<int32_t> shaping_order_;  // scratch for top-k / top-p
+    JudgeObserver observer_;
 };
 
 }  // namespace klspec

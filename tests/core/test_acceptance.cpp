@@ -18,12 +18,12 @@ constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 // Relaxes every position: shows where the judge is consulted.
 class AlwaysRelaxed final : public Judge {
 public:
-    std::string name() const override { return "always"; }
-    bool relaxed(const DraftPosition&) override {
+    std::string_view name() const override { return "always"; }
+    JudgeDecision decide(const DraftPosition&) const override {
         ++calls;
-        return true;
+        return {true, 0.0};
     }
-    int calls = 0;
+    mutable int calls = 0;
 };
 
 using test::position;
@@ -40,7 +40,7 @@ TEST(AcceptanceStep, GreedyStopsAtTheFirstMismatch) {
     const std::vector<float> draft(4, 0.0f);
     const SamplingParams greedy;
     Rng rng(0);
-    const auto run = [&](Judge& judge, std::vector<int32_t> tokens) {
+    const auto run = [&](const Judge& judge, std::vector<int32_t> tokens) {
         AcceptanceStep step(greedy, judge);
         return step.run(
             static_cast<int32_t>(tokens.size()), [&](int32_t i) { return position(target[i], draft, tokens[i]); },

@@ -74,7 +74,7 @@ TEST(JudgeFactory, BuildsEveryRule) {
         EXPECT_EQ(judge->needs_hidden_states(), judge_options.rule == "autojudge");
     }
     size_t listed = 0;
-    for (const JudgeRuleInfo& info : judge_rules()) {
+    for (const JudgeRule& info : judge_rules()) {
         EXPECT_FALSE(info.summary.empty());
         ++listed;
     }
@@ -124,8 +124,9 @@ TEST(AutoJudge, ScoresWithTheHead) {
     const std::vector<float> draft{100.0f, -100.0f};  // zero weights: no influence
     for (float h : {-3.0f, 0.0f, 0.5f, 2.0f}) {
         const double z = 0.25 + 2.0 * (h - 0.5) / 4.0;
-        const bool relaxed = judge.relaxed(hidden_position(draft, {7.0f, h, -7.0f}));
-        EXPECT_NEAR(judge.last_statistic(), 1.0 / (1.0 + std::exp(-z)), 1e-12) << h;
+        const JudgeDecision decision = judge.decide(hidden_position(draft, {7.0f, h, -7.0f}));
+        const bool relaxed = decision.relaxed;
+        EXPECT_NEAR(decision.statistic, 1.0 / (1.0 + std::exp(-z)), 1e-12) << h;
         EXPECT_EQ(relaxed, z < 0) << h;  // s < 1/2 iff z < 0
     }
     // The threshold comes from the head unless overridden.
@@ -138,8 +139,8 @@ TEST(AutoJudge, ScoresWithTheHead) {
 
 TEST(AutoJudge, RefusesHiddenStatesOfTheWrongSize) {
     AutoJudge judge(AutoJudgeHead::load(write_file("head_ok.json", kHead)), 0.5);
-    EXPECT_THROW(judge.relaxed(hidden_position({1.0f, 2.0f}, {1.0f, 2.0f})), Error);
-    EXPECT_THROW(judge.relaxed(hidden_position({1.0f}, {1.0f, 2.0f, 3.0f})), Error);
+    EXPECT_THROW(judge.decide(hidden_position({1.0f, 2.0f}, {1.0f, 2.0f})), Error);
+    EXPECT_THROW(judge.decide(hidden_position({1.0f}, {1.0f, 2.0f, 3.0f})), Error);
 }
 
 TEST(AutoJudge, RefusesMalformedHeads) {

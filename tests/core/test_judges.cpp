@@ -30,66 +30,92 @@ const double kKl = std::log(2.0) / 4;
 const double kEntropy = 1.5 * std::log(2.0);
 
 TEST(KlJudge, HandComputed) {
-    KlJudge loose(kKl + 1e-6, 0.9);
-    EXPECT_TRUE(loose.relaxed(position(kTarget, kDraft, 1)));
-    EXPECT_NEAR(loose.last_statistic(), kKl, 1e-7);
-    EXPECT_NEAR(loose.last_max_probability(), 0.5, 1e-7);
+    const KlJudge loose(kKl + 1e-6, 0.9);
+    const JudgeDecision relaxed = loose.decide(position(kTarget, kDraft, 1));
+    EXPECT_TRUE(relaxed.relaxed);
+    EXPECT_NEAR(relaxed.statistic, kKl, 1e-7);
 
-    KlJudge tight(kKl - 1e-6, 0.9);
-    EXPECT_FALSE(tight.relaxed(position(kTarget, kDraft, 1)));
-    EXPECT_NEAR(tight.last_statistic(), kKl, 1e-7);
+    const KlJudge tight(kKl - 1e-6, 0.9);
+    const JudgeDecision kept = tight.decide(position(kTarget, kDraft, 1));
+    EXPECT_FALSE(kept.relaxed);
+    EXPECT_NEAR(kept.statistic, kKl, 1e-7);
+}
+
+// Pure judges: the same position gives the same decision however often, and in any order.
+TEST(Judges, AreDeterministicAndStateless) {
+    const KlJudge kl(kKl + 1e-6, 0.9);
+    const TopKJudge topk(1);
+    const TargetEntropyJudge entropy(kEntropy);
+    const std::vector<float> other_target{5.0f, 0.0f, 0.0f};
+    for (const Judge* judge : std::initializer_list<const Judge*>{&kl, &topk, &entropy}) {
+        const JudgeDecision first = judge->decide(position(kTarget, kDraft, 1));
+        judge->decide(position(other_target, kDraft, 2));  // a different position in between
+        const JudgeDecision again = judge->decide(position(kTarget, kDraft, 1));
+        EXPECT_EQ(first.relaxed, again.relaxed) << judge->name();
+        EXPECT_EQ(first.statistic, again.statistic) << judge->name();
+    }
 }
 
 TEST(KlJudge, ConfidenceMask) {
     // max p = 1/2: a mask of 1/2 still allows relaxing, anything below does not.
     KlJudge at_mask(1.0, 0.5 + 1e-7);
-    EXPECT_TRUE(at_mask.relaxed(position(kTarget, kDraft, 1)));
+    EXPECT_TRUE(at_mask.decide(position(kTarget, kDraft, 1)).relaxed);
     KlJudge below_mask(1.0, 0.49);
-    EXPECT_FALSE(below_mask.relaxed(position(kTarget, kDraft, 1)));
+    EXPECT_FALSE(below_mask.decide(position(kTarget, kDraft, 1)).relaxed);
     // A confident target (p = 0.99 on token 0) is never relaxed with m = 0.9, even for tiny KL.
     const std::vector<float> confident{std::log(99.0f), 0.0f};
     const std::vector<float> close{std::log(98.0f), 0.0f};
     KlJudge masked(1.0, 0.9);
-    EXPECT_FALSE(masked.relaxed(position(confident, close, 1)));
+    EXPECT_FALSE(masked.decide(position(confident, close, 1)).relaxed);
     KlJudge unmasked(1.0, 1.0);
-    EXPECT_TRUE(unmasked.relaxed(position(confident, close, 1)));
+    EXPECT_TRUE(unmasked.decide(position(confident, close, 1)).relaxed);
+    // m = 1 is off even for a one-hot target (max p exactly 1) against an identical draft (KL 0).
+    const std::vector<float> one_hot{0.0f, kMinusInf, kMinusInf};
+    EXPECT_TRUE(KlJudge(1e-3, 1.0).decide(position(one_hot, one_hot, 0)).relaxed);
+    EXPECT_FALSE(KlJudge(1e-3, 0.999).decide(position(one_hot, one_hot, 0)).relaxed);
 }
 
 TEST(KlJudge, DraftMissingATargetTokenIsNeverRelaxed) {
     const std::vector<float> draft{0.0f, 0.0f, kMinusInf};
     KlJudge judge(1e9, 1.0);
-    EXPECT_FALSE(judge.relaxed(position(kTarget, draft, 1)));
-    EXPECT_EQ(judge.last_statistic(), std::numeric_limits<double>::infinity());
+    const JudgeDecision decision = judge.decide(position(kTarget, draft, 1));
+    EXPECT_FALSE(decision.relaxed);
+    EXPECT_EQ(decision.statistic, std::numeric_limits<double>::infinity());
 }
 
 TEST(TopKJudge, RankDecides) {
     const std::vector<float> target{1.0f, 3.0f, 2.0f, 3.0f, kMinusInf};
     const std::vector<float> draft(5, 0.0f);
     TopKJudge top1(1), top2(2), top5(5);
-    EXPECT_TRUE(top1.relaxed(position(target, draft, 1)));
-    EXPECT_FALSE(top1.relaxed(position(target, draft, 3)));  // tied with 1, ranked after it
-    EXPECT_EQ(top1.last_statistic(), 1);
-    EXPECT_TRUE(top2.relaxed(position(target, draft, 3)));
-    EXPECT_FALSE(top2.relaxed(position(target, draft, 2)));
-    EXPECT_EQ(top2.last_statistic(), 2);
-    EXPECT_TRUE(top5.relaxed(position(target, draft, 0)));
+    EXPECT_TRUE(top1.decide(position(target, draft, 1)).relaxed);
+    const JudgeDecision tied = top1.decide(position(target, draft, 3));
+    EXPECT_FALSE(tied.relaxed);  // tied with 1, ranked after it
+    EXPECT_EQ(tied.statistic, 1);
+    const JudgeDecision second = top2.decide(position(target, draft, 3));
+    EXPECT_TRUE(second.relaxed);
+    EXPECT_FALSE(top2.decide(position(target, draft, 2)).relaxed);
+    EXPECT_EQ(top2.decide(position(target, draft, 2)).statistic, 2);
+    EXPECT_TRUE(top5.decide(position(target, draft, 0)).relaxed);
     // p(d) = 0 is never relaxed, even when K covers the whole vocabulary.
-    EXPECT_FALSE(top5.relaxed(position(target, draft, 4)));
-    EXPECT_EQ(top5.last_statistic(), 4);
+    const JudgeDecision impossible = top5.decide(position(target, draft, 4));
+    EXPECT_FALSE(impossible.relaxed);
+    EXPECT_EQ(impossible.statistic, 4);
 }
 
 TEST(EntropyJudges, HandComputed) {
     TargetEntropyJudge target_at(kEntropy - 1e-6), target_above(kEntropy + 1e-6);
-    EXPECT_TRUE(target_at.relaxed(position(kTarget, kDraft, 1)));
-    EXPECT_NEAR(target_at.last_statistic(), kEntropy, 1e-7);
-    EXPECT_FALSE(target_above.relaxed(position(kTarget, kDraft, 1)));
+    const JudgeDecision at = target_at.decide(position(kTarget, kDraft, 1));
+    EXPECT_TRUE(at.relaxed);
+    EXPECT_NEAR(at.statistic, kEntropy, 1e-7);
+    EXPECT_FALSE(target_above.decide(position(kTarget, kDraft, 1)).relaxed);
 
     // The draft entropy of a uniform q over 4 tokens is ln 4; the target does not matter.
     const std::vector<float> uniform(4, 0.5f), peaked{9.0f, 0.0f, 0.0f, 0.0f};
     DraftEntropyJudge draft_at(std::log(4.0) + 1e-6), draft_below(std::log(4.0) - 1e-6);
-    EXPECT_TRUE(draft_at.relaxed(position(peaked, uniform, 1)));
-    EXPECT_NEAR(draft_at.last_statistic(), std::log(4.0), 1e-7);
-    EXPECT_FALSE(draft_below.relaxed(position(peaked, uniform, 1)));
+    const JudgeDecision draft_decision = draft_at.decide(position(peaked, uniform, 1));
+    EXPECT_TRUE(draft_decision.relaxed);
+    EXPECT_NEAR(draft_decision.statistic, std::log(4.0), 1e-7);
+    EXPECT_FALSE(draft_below.decide(position(peaked, uniform, 1)).relaxed);
 }
 
 // γ drafted positions over a small vocabulary, with draft tokens chosen as the engine would: greedy
@@ -120,7 +146,7 @@ struct Step {
         }
     }
 
-    StepOutcome run(Judge& judge, const SamplingParams& params, uint64_t seed) const {
+    StepOutcome run(const Judge& judge, const SamplingParams& params, uint64_t seed) const {
         AcceptanceStep step(params, judge);
         Rng rng(seed);
         return step.run(

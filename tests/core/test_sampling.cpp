@@ -14,7 +14,8 @@ constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
 std::vector<float> shaped(const std::vector<float>& logits, const SamplingParams& params) {
     std::vector<float> out(logits.size());
-    shape_logits(logits, params, out);
+    std::vector<int32_t> order;
+    shape_logits(logits, params, out, order);
     return out;
 }
 

@@ -29,10 +29,9 @@ TEST(Cli, GenerateJsonMatchesLibrary) {
     ContextOptions context;
     context.n_threads = 1;
     SpeculativeDecoder target_only(target, nullptr, context);
-    VanillaJudge judge;
     GenerationOptions options;
     options.max_tokens = 24;
-    const GenerationResult reference = target_only.generate("Once upon a time", options, judge);
+    const GenerationResult reference = target_only.generate("Once upon a time", options);
     EXPECT_EQ(out.at("tokens").get<std::vector<int32_t>>(), reference.tokens);
     EXPECT_EQ(out.at("text").get<std::string>(), reference.text);
 }

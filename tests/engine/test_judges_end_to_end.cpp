@@ -18,16 +18,16 @@ constexpr int32_t kEmbd = 64;  // stories260K's hidden size (target and drafts a
 GenerationResult run(const JudgeOptions& judge_options, const std::string& prompt) {
     const Model target(test::kTargetModel);
     const Model draft(test::kDraftQ4);
-    const std::unique_ptr<Judge> judge = make_judge(judge_options);
+    GenerationOptions options;
+    options.judge = make_judge(judge_options);
+    options.max_tokens = 64;
+    options.draft_max = 8;
     ContextOptions context;
     context.n_ctx = 256;
     context.n_threads = 1;
-    context.hidden_states = judge->needs_hidden_states();
+    context.hidden_states = options.judge->needs_hidden_states();
     SpeculativeDecoder decoder(target, &draft, context);
-    GenerationOptions options;
-    options.max_tokens = 64;
-    options.draft_max = 8;
-    return decoder.generate(prompt, options, *judge);
+    return decoder.generate(prompt, options);
 }
 
 // A head whose score is σ(bias + weight · h_target[coordinate]) (mean 0, scale 1 elsewhere).

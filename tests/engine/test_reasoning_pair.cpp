@@ -25,7 +25,6 @@ TEST(ReasoningPair, SpeculativeAccuracyEqualsTargetOnly) {
     context.n_threads = 1;
     SpeculativeDecoder target_only(target, nullptr, context);
     SpeculativeDecoder speculative(target, &draft, context);
-    VanillaJudge judge;
     GenerationOptions options;
     options.max_tokens = 120;
     options.draft_max = 8;
@@ -39,8 +38,8 @@ TEST(ReasoningPair, SpeculativeAccuracyEqualsTargetOnly) {
         const nlohmann::json row = nlohmann::json::parse(line);
         const std::string question = row.at("question");
         const int64_t final_answer = row.at("final");
-        const GenerationResult reference = target_only.generate(question, options, judge);
-        const GenerationResult result = speculative.generate(question, options, judge);
+        const GenerationResult reference = target_only.generate(question, options);
+        const GenerationResult result = speculative.generate(question, options);
         ASSERT_EQ(result.tokens, reference.tokens) << question;
         target_correct += extract_final_answer(reference.text) == final_answer;
         speculative_correct += extract_final_answer(result.text) == final_answer;

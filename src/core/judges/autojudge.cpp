@@ -55,7 +55,7 @@ AutoJudge::AutoJudge(AutoJudgeHead head, double threshold) : head_(std::move(hea
     head_.validate();
 }
 
-bool AutoJudge::relaxed(const DraftPosition& position) {
+JudgeDecision AutoJudge::decide(const DraftPosition& position) const {
     if (position.draft_hidden.size() != head_.draft_hidden_size ||
         position.target_hidden.size() != head_.target_hidden_size)
         throw Error(fmt::format("the AutoJudge head expects hidden sizes {} (draft) and {} (target), the models "
@@ -69,8 +69,8 @@ bool AutoJudge::relaxed(const DraftPosition& position) {
     };
     add_features(position.draft_hidden, 0);
     add_features(position.target_hidden, head_.draft_hidden_size);
-    last_score_ = 1.0 / (1.0 + std::exp(-z));
-    return last_score_ < threshold_;
+    const double score = 1.0 / (1.0 + std::exp(-z));
+    return {score < threshold_, score};
 }
 
 }  // namespace klspec

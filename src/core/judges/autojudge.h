@@ -31,18 +31,17 @@ public:
     // The threshold τ is the head's own unless the caller overrides it.
     AutoJudge(AutoJudgeHead head, double threshold);
 
-    std::string name() const override { return "autojudge"; }
-    bool relaxed(const DraftPosition& position) override;
+    static constexpr std::string_view kName = "autojudge";
+    std::string_view name() const override { return kName; }
+    // statistic: the head's score s_i.
+    JudgeDecision decide(const DraftPosition& position) const override;
     bool needs_hidden_states() const override { return true; }
 
-    // The score s_i of the last judged position.
-    double last_statistic() const { return last_score_; }
     double threshold() const { return threshold_; }
 
 private:
     AutoJudgeHead head_;
     double threshold_;
-    double last_score_ = 0;
 };
 
 }  // namespace klspec

@@ -4,14 +4,14 @@
 
 namespace klspec {
 
-bool TargetEntropyJudge::relaxed(const DraftPosition& position) {
-    last_entropy_ = distribution_stats(position.target_logits).entropy;
-    return last_entropy_ >= threshold_;
+JudgeDecision TargetEntropyJudge::decide(const DraftPosition& position) const {
+    const double entropy = distribution_stats(position.target_logits).entropy;
+    return {entropy >= threshold_, entropy};
 }
 
-bool DraftEntropyJudge::relaxed(const DraftPosition& position) {
-    last_entropy_ = distribution_stats(position.draft_logits).entropy;
-    return last_entropy_ <= threshold_;
+JudgeDecision DraftEntropyJudge::decide(const DraftPosition& position) const {
+    const double entropy = distribution_stats(position.draft_logits).entropy;
+    return {entropy <= threshold_, entropy};
 }
 
 }  // namespace klspec

@@ -8,32 +8,28 @@ namespace klspec {
 
 class TargetEntropyJudge final : public Judge {
 public:
+    static constexpr std::string_view kName = "target-entropy";
     explicit TargetEntropyJudge(double threshold) : threshold_(threshold) {}
 
-    std::string name() const override { return "target-entropy"; }
-    bool relaxed(const DraftPosition& position) override;
-
-    // H(p_i) at the last judged position.
-    double last_statistic() const { return last_entropy_; }
+    std::string_view name() const override { return kName; }
+    // statistic: H(p_i).
+    JudgeDecision decide(const DraftPosition& position) const override;
 
 private:
     double threshold_;
-    double last_entropy_ = 0;
 };
 
 class DraftEntropyJudge final : public Judge {
 public:
+    static constexpr std::string_view kName = "draft-entropy";
     explicit DraftEntropyJudge(double threshold) : threshold_(threshold) {}
 
-    std::string name() const override { return "draft-entropy"; }
-    bool relaxed(const DraftPosition& position) override;
-
-    // H(q_i) at the last judged position.
-    double last_statistic() const { return last_entropy_; }
+    std::string_view name() const override { return kName; }
+    // statistic: H(q_i).
+    JudgeDecision decide(const DraftPosition& position) const override;
 
 private:
     double threshold_;
-    double last_entropy_ = 0;
 };
 
 }  // namespace klspec

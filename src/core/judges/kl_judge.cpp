@@ -1,10 +1,14 @@
 #include "core/judges/kl_judge.h"
 
+#include "core/distribution_stats.h"
+
 namespace klspec {
 
-bool KlJudge::relaxed(const DraftPosition& position) {
-    last_ = kl_stats(position.target_logits, position.draft_logits);
-    return last_.target_max_probability <= confidence_mask_ && last_.kl < threshold_;
+JudgeDecision KlJudge::decide(const DraftPosition& position) const {
+    const KlStats stats = kl_stats(position.target_logits, position.draft_logits);
+    // m = 1 must switch the mask off even for a one-hot target, whose max p rounds to exactly 1.
+    const bool target_unsure = confidence_mask_ >= 1.0 || stats.target_max_probability <= confidence_mask_;
+    return {target_unsure && stats.kl < threshold_, stats.kl};
 }
 
 }  // namespace klspec

@@ -2,26 +2,22 @@
 // mask m keeps the exact rule where the target is sure of itself; m = 1 disables it.
 #pragma once
 
-#include "core/distribution_stats.h"
 #include "core/judge.h"
 
 namespace klspec {
 
 class KlJudge final : public Judge {
 public:
+    static constexpr std::string_view kName = "kl";
     KlJudge(double threshold, double confidence_mask) : threshold_(threshold), confidence_mask_(confidence_mask) {}
 
-    std::string name() const override { return "kl"; }
-    bool relaxed(const DraftPosition& position) override;
-
-    // The KL and max p of the last judged position.
-    double last_statistic() const { return last_.kl; }
-    double last_max_probability() const { return last_.target_max_probability; }
+    std::string_view name() const override { return kName; }
+    // statistic: D_KL(p_i ‖ q_i).
+    JudgeDecision decide(const DraftPosition& position) const override;
 
 private:
     double threshold_;
     double confidence_mask_;
-    KlStats last_;
 };
 
 }  // namespace klspec

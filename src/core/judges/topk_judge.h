@@ -10,17 +10,15 @@ namespace klspec {
 
 class TopKJudge final : public Judge {
 public:
+    static constexpr std::string_view kName = "topk";
     explicit TopKJudge(int32_t k) : k_(k) {}
 
-    std::string name() const override { return "topk"; }
-    bool relaxed(const DraftPosition& position) override;
-
-    // The 0-based rank of d_i in p_i at the last judged position.
-    int64_t last_statistic() const { return last_rank_; }
+    std::string_view name() const override { return kName; }
+    // statistic: the 0-based rank of d_i in p_i.
+    JudgeDecision decide(const DraftPosition& position) const override;
 
 private:
     int32_t k_;
-    int64_t last_rank_ = 0;
 };
 
 }  // namespace klspec
