@@ -1,6 +1,8 @@
-"""Export a train.py checkpoint to an F32 GGUF that stock llama.cpp loads (architecture `llama`).
+"""Export a train.py checkpoint to an F32 (or --f16) GGUF that stock llama.cpp loads (architecture `llama`).
 
-  PYTHONPATH=<llama.cpp cache>/src/gguf-py /usr/bin/python3 export_gguf.py CKPT.pt OUT.gguf
+  PYTHONPATH=<llama.cpp cache>/src/gguf-py /usr/bin/python3 export_gguf.py CKPT.pt OUT.gguf [--f16]
+
+With --f16 the matrices are stored as F16 and the norm gains stay F32 (llama.cpp's convention).
 
 The tokenizer (tok512: tokens, scores, token types, BOS/EOS/UNK ids) is copied from stories260K.gguf,
 the same vocabulary train.py tokenizes with. Q/K weights need no permutation: model.py rotates
@@ -27,6 +29,7 @@ def main():
     ap.add_argument("ckpt")
     ap.add_argument("out")
     ap.add_argument("--name", default=None, help="general.name (default: the checkpoint's run name)")
+    ap.add_argument("--f16", action="store_true", help="store the weight matrices as F16")
     args = ap.parse_args()
 
     ck = torch.load(args.ckpt, map_location="cpu")
@@ -44,7 +47,7 @@ def main():
     w.add_rope_dimension_count(c["dim"] // c["n_heads"])
     w.add_rope_freq_base(c["rope_theta"])
     w.add_layer_norm_rms_eps(c["norm_eps"])
-    w.add_file_type(0)  # all F32
+    w.add_file_type(1 if args.f16 else 0)  # 1 = mostly F16, 0 = all F32
 
     w.add_tokenizer_model(vocab["tokenizer.ggml.model"].contents())
     w.add_token_list(vocab["tokenizer.ggml.tokens"].contents())
@@ -55,7 +58,8 @@ def main():
     w.add_eos_token_id(vocab["tokenizer.ggml.eos_token_id"].contents())
 
     def put(name, t):
-        w.add_tensor(name, t.detach().float().numpy().astype(np.float32))
+        a = t.detach().float().numpy()
+        w.add_tensor(name, a.astype(np.float16 if args.f16 and a.ndim == 2 else np.float32))
 
     put("token_embd.weight", sd["tok_emb.weight"])
     put("output_norm.weight", sd["norm.weight"])
