@@ -2,6 +2,9 @@
 
   /usr/bin/python3 evaluate.py CKPT.pt --prompt "Q: ...\\nA:" [-n 40] [--logits] [--compare-logits F]
   /usr/bin/python3 evaluate.py CKPT.pt --test data/reasoning_test.jsonl [--out preds.jsonl]
+  /usr/bin/python3 evaluate.py CKPT.pt --test data/testbed_word_test.jsonl -n 224   # rows with `scorer`
+
+Test rows with a `scorer` field (tools/testbed) are scored with that scorer, others with taskgen's.
 
 With --prompt it prints the continuation exactly as llama-simple would (prompt tokens are
 BOS + SentencePiece encoding with the dummy prefix), so the two can be diffed.
@@ -17,6 +20,9 @@ import torch  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import taskgen  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "testbed"))
+import scorers  # noqa: E402
 from model import Config, Llama  # noqa: E402
 from tok512 import BOS_ID, EOS_ID, Tok512  # noqa: E402
 
@@ -70,7 +76,8 @@ def main():
             gens = model.greedy([[BOS_ID] + tok.encode(r["question"]) for r in chunk], args.n, EOS_ID)
             for r, g in zip(chunk, gens):
                 text = tok.decode(g)
-                correct += taskgen.is_correct(text, r["final"])
+                correct += (scorers.is_correct(r["scorer"], text, r["final"]) if "scorer" in r
+                            else taskgen.is_correct(text, r["final"]))
                 outs.append(dict(r, output=text))
         print(f"{correct}/{len(rows)} correct = {100.0 * correct / len(rows):.1f}%")
         if args.out:
