@@ -180,7 +180,8 @@ TEST_P(DistributionStatsTest, NearlyOneHot) {
 }
 
 INSTANTIATE_TEST_SUITE_P(VocabularySizes, DistributionStatsTest,
-                         ::testing::Values(size_t{2}, size_t{512}, size_t{32000}, size_t{128256}, size_t{151936}));
+                         ::testing::Values(size_t{2}, size_t{17}, size_t{31}, size_t{512}, size_t{1001}, size_t{32000},
+                                           size_t{128256}, size_t{151936}, size_t{151943}));
 
 TEST(DistributionStats, HandComputedValues) {
     // p = (1/2, 1/4, 1/4), q = (1/4, 1/2, 1/4).

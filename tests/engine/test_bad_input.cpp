@@ -82,6 +82,31 @@ TEST(BadInput, NegativeTemperature) {
                           "temperature");
 }
 
+TEST(BadInput, ThreadCountLlamaCppCannotCreate) {
+    expect_one_line_error(test::run_command(generate_cmd("-m " + test::kTargetModel + " -t 100000 -p hi")),
+                          "threads must be in 0..512");
+}
+
+TEST(BadInput, NegativeTokenCountSaysSoInWords) {
+    const test::CommandResult r = test::run_command(generate_cmd("-m " + test::kTargetModel + " -n -5 -p hi"));
+    expect_one_line_error(r, "must be >= 0, got -5");
+    EXPECT_LT(r.output.size(), 200u) << r.output;
+}
+
+TEST(BadInput, DraftOptionsOutOfRange) {
+    const std::string pair = "-m " + test::kTargetModel + " -md " + test::kDraftQ8 + " -p hi ";
+    expect_one_line_error(test::run_command(generate_cmd(pair + "--draft-p-min 1.5")), "draft-p-min must be in [0, 1]");
+    expect_one_line_error(test::run_command(generate_cmd(pair + "--draft-max 4 --draft-min 5")),
+                          "draft-min must be in 0..draft-max");
+    expect_one_line_error(test::run_command(generate_cmd(pair + "--spec-draft-n-max 0")), "must be >= 1");
+}
+
+TEST(BadInput, ParallelOutOfRange) {
+    expect_one_line_error(test::run_command(test::kCli + " bench -m " + test::kTargetModel +
+                                            " --dataset /dev/null -np 0"),
+                          "parallel");
+}
+
 TEST(BadInput, UnknownFlag) {
     expect_one_line_error(test::run_command(generate_cmd("-m " + test::kTargetModel + " --bogus -p hi")), "--bogus");
 }

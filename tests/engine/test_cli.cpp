@@ -81,6 +81,51 @@ TEST(Cli, BenchScoresADataset) {
     EXPECT_GT(out.at("stats").at("mat").get<double>(), 1.0);
 }
 
+// -np 4 verifies four problems per target batch; greedy outputs must not change.
+TEST(Cli, BenchParallelGivesTheSameOutputs) {
+    std::vector<std::string> texts[2];
+    for (const int parallel : {1, 4}) {
+        const std::string outputs = test::temp_path("bench-np" + std::to_string(parallel) + ".jsonl");
+        const test::CommandResult r =
+            test::run_command(test::kCli + " bench --dataset " + test::kReasoningTestSet + " --limit 10 -n 120 -t 1 -np " +
+                              std::to_string(parallel) + " --json --outputs " + outputs);
+        ASSERT_EQ(r.exit_code, 0) << r.output;
+        EXPECT_EQ(nlohmann::json::parse(r.output).at("parallel"), parallel);
+        std::ifstream in(outputs);
+        for (std::string line; std::getline(in, line);)
+            texts[parallel == 4].push_back(nlohmann::json::parse(line).at("text").get<std::string>());
+    }
+    ASSERT_EQ(texts[0].size(), 10u);
+    EXPECT_EQ(texts[0], texts[1]);
+}
+
+TEST(Cli, TraceWritesOneRecordPerJudgedPosition) {
+    const std::string trace = test::temp_path("trace.jsonl");
+    const test::CommandResult r = test::run_command(test::kCli + " generate -m " + test::kTargetModel + " -md " +
+                                                    test::kDraftQ4 + " -p 'Once upon a time' -n 48 -t 1 --draft-max 6 " +
+                                                    "--judge kl --judge-threshold 0.05 --json --trace " + trace);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const nlohmann::json stats = nlohmann::json::parse(r.output).at("stats");
+    std::ifstream in(trace);
+    int64_t accepted = 0, relaxed = 0, rejected = 0;
+    for (std::string line; std::getline(in, line);) {
+        const nlohmann::json row = nlohmann::json::parse(line);
+        for (const char* key : {"seq", "pos", "draft_token", "target_token", "kl", "target_entropy", "draft_entropy",
+                                "target_max_p", "draft_rank", "verdict"})
+            EXPECT_TRUE(row.contains(key)) << key;
+        const std::string verdict = row.at("verdict");
+        accepted += verdict == "accepted";
+        relaxed += verdict == "relaxed";
+        rejected += verdict == "rejected";
+        // The judge is consulted exactly where the vanilla test rejects.
+        EXPECT_EQ(row.contains("judge_statistic"), verdict != "accepted");
+    }
+    EXPECT_EQ(accepted + relaxed, stats.at("accepted").get<int64_t>());
+    EXPECT_EQ(relaxed, stats.at("relaxed_accepted").get<int64_t>());
+    EXPECT_GT(relaxed, 0);
+    EXPECT_GT(rejected, 0);
+}
+
 TEST(Cli, BenchRejectsAMalformedDataset) {
     const std::string path = test::temp_path("bad-dataset.jsonl");
     std::ofstream(path) << "{\"question\": \"Q: 1?\\nA:\", \"final\": 1}\n{\"prompt\": \"no question field\"}\n";

@@ -1,0 +1,378 @@
+// SpeculativeDecoder::step over many sequences, and what the engine reports about each step: batched
+// decoding equals decoding alone, sampling stays exact under batching and shaping, streaming, the
+// context limit, the observer and the hidden states a head receives.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include "core/judge_factory.h"
+#include "core/judges/kl_judge.h"
+#include "core/sampling.h"
+#include "engine/speculative_decoder.h"
+#include "test_support.h"
+
+namespace klspec {
+namespace {
+
+ContextOptions test_context(int32_t n_sequences = 1, int32_t n_ctx = 256) {
+    ContextOptions options;
+    options.n_ctx = n_ctx;
+    options.n_threads = 1;
+    options.n_sequences = n_sequences;
+    return options;
+}
+
+GenerationOptions greedy(int32_t max_tokens, int32_t gamma) {
+    GenerationOptions options;
+    options.max_tokens = max_tokens;
+    options.draft_max = gamma;
+    return options;
+}
+
+// Runs every prompt to completion, `slots` at a time, starting a new one as soon as a slot frees up.
+std::vector<GenerationResult> run_batched(SpeculativeDecoder& decoder, const std::vector<std::string>& prompts,
+                                          const std::vector<GenerationOptions>& options, int32_t slots) {
+    std::vector<GenerationResult> results(prompts.size());
+    std::vector<std::optional<Sequence>> running(static_cast<size_t>(slots));
+    std::vector<size_t> index_of(running.size());
+    size_t next = 0, done = 0;
+    std::vector<Sequence*> active;
+    while (done < prompts.size()) {
+        active.clear();
+        for (size_t s = 0; s < running.size(); ++s) {
+            if (!running[s] && next < prompts.size()) {
+                index_of[s] = next;
+                running[s] = decoder.start(static_cast<int32_t>(s), prompts[next], options[next]);
+                ++next;
+            }
+            if (running[s]) active.push_back(&*running[s]);
+        }
+        decoder.step(active);
+        for (size_t s = 0; s < running.size(); ++s) {
+            if (running[s] && running[s]->finished()) {
+                results[index_of[s]] = running[s]->take_result();
+                running[s].reset();
+                ++done;
+            }
+        }
+    }
+    return results;
+}
+
+TEST(Step, BatchedGreedyEqualsDecodingAlone) {
+    const Model target(test::kTargetModel);
+    const Model draft(test::kDraftQ4);
+    const std::vector<std::string> prompts = test::story_prompts(12);
+    // Different lengths and γ per sequence, so that the target batch mixes sequences of every shape.
+    std::vector<GenerationOptions> options;
+    for (int32_t i = 0; i < static_cast<int32_t>(prompts.size()); ++i) options.push_back(greedy(24 + 8 * (i % 4), 1 + 3 * (i % 5)));
+
+    SpeculativeDecoder alone(target, &draft, test_context());
+    SpeculativeDecoder batched(target, &draft, test_context(5));
+    const std::vector<GenerationResult> together = run_batched(batched, prompts, options, 5);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        const GenerationResult reference = alone.generate(prompts[i], options[i]);
+        EXPECT_EQ(together[i].tokens, reference.tokens) << prompts[i];
+        EXPECT_EQ(together[i].text, reference.text);
+        EXPECT_EQ(together[i].stats.target_calls, reference.stats.target_calls);
+        EXPECT_EQ(together[i].stats.accepted, reference.stats.accepted);
+    }
+}
+
+// Stochastic vanilla decoding under batching, with temperature, top-k and top-p: the first generated
+// token of every sequence must follow the target's shaped distribution. At this prompt the shaped p and
+// q overlap by Σ min(p, q) = 0.74 (7 tokens survive the shaping), so a quarter of the samples come from the
+// residual draw: a wrong residual or acceptance test fails by far.
+TEST(Step, SampledFirstTokenFollowsShapedTargetUnderBatching) {
+    const std::string prompt = "The";
+    const Model target(test::kTargetModel);
+    const Model draft(test::kDraftQ4);
+    SamplingParams sampling;
+    sampling.temperature = 0.7f;
+    sampling.top_k = 12;
+    sampling.top_p = 0.95f;
+
+    std::vector<float> p;
+    {
+        SpeculativeDecoder target_only(target, nullptr, test_context());
+        const ForwardResult forward = target_only.forward(ModelRole::Target, target.tokenize(prompt, true), false);
+        std::vector<float> shaped(static_cast<size_t>(forward.n_vocab));
+        std::vector<int32_t> order;
+        shape_logits(std::span<const float>(forward.logits).last(shaped.size()), sampling, shaped, order);
+        softmax(shaped, p);
+    }
+
+    constexpr int kSlots = 8;
+    constexpr int kSamples = 12000;
+    SpeculativeDecoder decoder(target, &draft, test_context(kSlots));
+    std::vector<std::string> prompts(kSamples, prompt);
+    std::vector<GenerationOptions> options(kSamples, greedy(2, 1));
+    for (int s = 0; s < kSamples; ++s) {
+        options[s].sampling = sampling;
+        options[s].sampling.seed = 5000 + static_cast<uint64_t>(s);
+    }
+    const std::vector<GenerationResult> results = run_batched(decoder, prompts, options, kSlots);
+    std::map<int32_t, int> counts;
+    int64_t drafted = 0, accepted = 0;
+    for (const GenerationResult& r : results) {
+        ASSERT_FALSE(r.tokens.empty());
+        ++counts[r.tokens[0]];
+        drafted += r.stats.drafted;
+        accepted += r.stats.accepted;
+    }
+    ASSERT_GT(drafted, kSamples / 2);
+    // Both kept drafts and replacements must be common, or the test does not exercise the residual.
+    ASSERT_GT(accepted, drafted / 2);
+    ASSERT_LT(accepted, drafted * 9 / 10);
+
+    double chi2 = 0.0;
+    int bins = 0;
+    for (size_t v = 0; v < p.size(); ++v) {
+        const double observed = counts.count(static_cast<int32_t>(v)) ? counts[static_cast<int32_t>(v)] : 0;
+        if (p[v] == 0.0f) {
+            EXPECT_EQ(observed, 0) << "token " << v << " is outside top-k/top-p";
+            continue;
+        }
+        const double expected = p[v] * kSamples;
+        chi2 += (observed - expected) * (observed - expected) / expected;
+        ++bins;
+    }
+    const int dof = bins - 1;
+    ASSERT_GE(dof, 3);
+    // Wilson-Hilferty approximation of the chi-square quantile at 1 - 1e-4 (z = 3.719).
+    const double h = 2.0 / (9.0 * dof);
+    const double critical = dof * std::pow(1.0 - h + 3.719 * std::sqrt(h), 3.0);
+    EXPECT_LT(chi2, critical) << "dof " << dof;
+}
+
+// Each sequence owns its random stream: sampled target-only decoding gives the same tokens batched or
+// alone. (With a draft only the distribution is the same: a quantized draft's batched kernels round
+// differently from its single-token ones, so its samples differ in the last bits; see the chi-square test.)
+TEST(Step, SampledBatchedEqualsSampledAloneWithoutDraft) {
+    const Model target(test::kTargetModel);
+    const std::vector<std::string> prompts = test::story_prompts(6);
+    std::vector<GenerationOptions> options(prompts.size(), greedy(40, 4));
+    for (size_t i = 0; i < options.size(); ++i) {
+        options[i].sampling.temperature = 0.8f;
+        options[i].sampling.top_k = 40;
+        options[i].sampling.top_p = 0.9f;
+        options[i].sampling.seed = 17 + i;
+    }
+    SpeculativeDecoder alone(target, nullptr, test_context());
+    SpeculativeDecoder batched(target, nullptr, test_context(3));
+    const std::vector<GenerationResult> together = run_batched(batched, prompts, options, 3);
+    for (size_t i = 0; i < prompts.size(); ++i)
+        EXPECT_EQ(together[i].tokens, alone.generate(prompts[i], options[i]).tokens) << prompts[i];
+}
+
+TEST(Step, StreamedTextEqualsFinalText) {
+    const Model target(test::kTargetModel);
+    const Model draft(test::kDraftQ4);
+    SpeculativeDecoder decoder(target, &draft, test_context());
+    for (const std::vector<std::string>& stops : {std::vector<std::string>{}, std::vector<std::string>{"park"}}) {
+        GenerationOptions options = greedy(80, 6);
+        options.stop_strings = stops;
+        std::string streamed;
+        int64_t streamed_tokens = 0;
+        int last_steps = 0;
+        const GenerationResult result = decoder.generate("Tom and his dog went to the park.", options,
+                                                         [&](const StepResult& step) {
+                                                             EXPECT_EQ(step.sequence_id, 0);
+                                                             streamed += step.text;
+                                                             streamed_tokens += static_cast<int64_t>(step.tokens.size());
+                                                             last_steps += step.is_last;
+                                                             return false;
+                                                         });
+        EXPECT_EQ(streamed, result.text);
+        EXPECT_EQ(streamed_tokens, static_cast<int64_t>(result.tokens.size()));
+        EXPECT_EQ(last_steps, 1);
+        if (!stops.empty()) {
+            EXPECT_EQ(result.stop_reason, StopReason::StopString);
+        }
+    }
+}
+
+TEST(Step, CallbackCanStopASequence) {
+    const Model target(test::kTargetModel);
+    const Model draft(test::kDraftQ4);
+    SpeculativeDecoder decoder(target, &draft, test_context());
+    int steps = 0;
+    const GenerationResult result =
+        decoder.generate("Once upon a time", greedy(100, 4), [&](const StepResult&) { return ++steps == 3; });
+    EXPECT_EQ(result.stop_reason, StopReason::Cancelled);
+    EXPECT_EQ(result.stats.target_calls, 3);
+}
+
+TEST(Step, StopsWhenTheContextIsFull) {
+    const Model target(test::kTargetModel);
+    const Model draft(test::kDraftQ8);
+    constexpr int32_t kCtx = 48;
+    for (const Model* d : {static_cast<const Model*>(nullptr), &draft}) {
+        SpeculativeDecoder decoder(target, d, test_context(1, kCtx));
+        const GenerationResult result = decoder.generate("Once upon a time", greedy(1000, 8));
+        EXPECT_EQ(result.stop_reason, StopReason::ContextFull);
+        // Every position of the context is used, and the last token, predicted from the last position,
+        // needs none: prompt + output = n_ctx + 1.
+        EXPECT_EQ(result.stats.prompt_tokens + static_cast<int64_t>(result.tokens.size()), kCtx + 1);
+    }
+}
+
+TEST(Step, TopKAndTopPEndToEnd) {
+    const Model target(test::kTargetModel);
+    const Model draft(test::kDraftQ8);
+    SpeculativeDecoder decoder(target, &draft, test_context());
+    // top-k 1 is greedy whatever the temperature: same tokens as greedy decoding.
+    GenerationOptions top1 = greedy(48, 4);
+    top1.sampling.temperature = 1.5f;
+    top1.sampling.top_k = 1;
+    top1.sampling.seed = 3;
+    EXPECT_EQ(decoder.generate("Once upon a time", top1).tokens,
+              decoder.generate("Once upon a time", greedy(48, 4)).tokens);
+    // A tiny top-p keeps only the top token too.
+    GenerationOptions tiny_p = top1;
+    tiny_p.sampling.top_k = 0;
+    tiny_p.sampling.top_p = 1e-6f;
+    EXPECT_EQ(decoder.generate("Once upon a time", tiny_p).tokens,
+              decoder.generate("Once upon a time", greedy(48, 4)).tokens);
+}
+
+// A judge that relaxes nothing and remembers the hidden states it was shown.
+class RecordingJudge final : public Judge {
+public:
+    std::string_view name() const override { return "recording"; }
+    bool needs_hidden_states() const override { return true; }
+    JudgeDecision decide(const DraftPosition& position) const override {
+        const std::lock_guard lock(mutex_);
+        seen.push_back({position.draft_token, {position.draft_hidden.begin(), position.draft_hidden.end()},
+                        {position.target_hidden.begin(), position.target_hidden.end()}});
+        return {};
+    }
+    struct Seen {
+        int32_t draft_token;
+        std::vector<float> draft_hidden, target_hidden;
+    };
+    mutable std::vector<Seen> seen;
+
+private:
+    mutable std::mutex mutex_;
+};
+
+// The observer sees every examined position once, in order, and the hidden states a head receives at a
+// judged position are those of the pass whose INPUT token is d_i (DESIGN.md), for both models.
+TEST(Step, ObserverAndHiddenStatesLineUpWithPositions) {
+    const Model target(test::kTargetModel);
+    const Model draft(test::kDraftQ4);
+    ContextOptions context = test_context();
+    context.hidden_states = true;
+    SpeculativeDecoder decoder(target, &draft, context);
+    std::vector<JudgedPosition> observed;
+    decoder.set_observer([&](const JudgedPosition& p) { observed.push_back(p); });
+    auto judge = std::make_shared<RecordingJudge>();
+    GenerationOptions options = greedy(64, 6);
+    options.judge = judge;
+    const std::string prompt = "Once upon a time";
+    const GenerationResult result = decoder.generate(prompt, options);
+
+    // Every drafted position up to each step's first rejection, once: accepted + one per rejecting step.
+    const int64_t rejected = std::count_if(observed.begin(), observed.end(),
+                                           [](const JudgedPosition& p) { return p.verdict.verdict == Verdict::Rejected; });
+    EXPECT_EQ(static_cast<int64_t>(observed.size()), result.stats.accepted + rejected);
+    EXPECT_GT(rejected, 3);
+    std::vector<int32_t> sequence = target.tokenize(prompt, true);
+    sequence.insert(sequence.end(), result.tokens.begin(), result.tokens.end());
+    size_t judged = 0;
+    for (size_t i = 0; i < observed.size(); ++i) {
+        const JudgedPosition& p = observed[i];
+        if (i > 0) {
+            EXPECT_GT(p.position, observed[i - 1].position);  // each position once, in order
+        }
+        ASSERT_LT(static_cast<size_t>(p.position), sequence.size() + 1);
+        if (p.verdict.verdict == Verdict::Accepted) {
+            EXPECT_EQ(sequence[static_cast<size_t>(p.position)], p.draft_token);  // kept drafts are the output
+            EXPECT_EQ(p.draft_token, p.target_token);                             // greedy: agreement
+        } else {
+            EXPECT_NE(p.draft_token, p.target_token);
+            EXPECT_GT(p.draft_rank, 0);
+        }
+        EXPECT_GE(p.kl, 0.0);
+        EXPECT_GT(p.target_max_probability, 0.0);
+        if (!p.verdict.judged) continue;
+        // Teacher-forced: the prefix before d_i, then d_i; the last row is the pass whose input is d_i.
+        ASSERT_LT(judged, judge->seen.size());
+        const RecordingJudge::Seen& seen = judge->seen[judged++];
+        ASSERT_EQ(seen.draft_token, p.draft_token);
+        std::vector<int32_t> prefix(sequence.begin(), sequence.begin() + p.position);
+        prefix.push_back(p.draft_token);
+        for (const ModelRole role : {ModelRole::Draft, ModelRole::Target}) {
+            const ForwardResult forward = decoder.forward(role, prefix, /*with_hidden=*/true);
+            const std::vector<float>& got = role == ModelRole::Draft ? seen.draft_hidden : seen.target_hidden;
+            const size_t n_embd = static_cast<size_t>(forward.n_embd);
+            ASSERT_EQ(got.size(), n_embd);
+            // The state before d_i (input: the previous token) must differ: this is what pins the position.
+            const float* expected = forward.hidden.data() + (prefix.size() - 1) * n_embd;
+            const float* previous = forward.hidden.data() + (prefix.size() - 2) * n_embd;
+            double max_diff = 0, max_diff_previous = 0;
+            for (size_t j = 0; j < n_embd; ++j) {
+                max_diff = std::max(max_diff, std::abs(double(got[j]) - expected[j]));
+                max_diff_previous = std::max(max_diff_previous, std::abs(double(got[j]) - previous[j]));
+            }
+            // Not bit-exact: the decoding run computed those cells in other batches (F16 KV cache, Q4_0's
+            // batched kernels), which moves hidden states by up to ~0.1; neighbouring positions differ by ~7.
+            const char* model = role == ModelRole::Draft ? "draft" : "target";
+            EXPECT_LT(max_diff, 0.15) << model << " at " << p.position;
+            EXPECT_GT(max_diff_previous, 20 * max_diff) << model << " at " << p.position;
+        }
+    }
+    EXPECT_EQ(judged, judge->seen.size());
+    EXPECT_GT(judged, 3u);
+}
+
+// One decoder serves sequences with different rules at once; each gets its own rule's decisions.
+TEST(Step, JudgeIsAPerSequenceSetting) {
+    const Model target(test::kTargetModel);
+    const Model draft(test::kDraftQ4);
+    JudgeOptions loose;
+    loose.rule = "kl";
+    loose.threshold = 1e9;
+    loose.confidence_mask = 1.0;
+    GenerationOptions vanilla = greedy(48, 8);
+    GenerationOptions relaxed = vanilla;
+    relaxed.judge = make_judge(loose);
+    SpeculativeDecoder decoder(target, &draft, test_context(2));
+    const std::vector<GenerationResult> results =
+        run_batched(decoder, {"Once upon a time", "Once upon a time"}, {vanilla, relaxed}, 2);
+    SpeculativeDecoder alone(target, &draft, test_context());
+    EXPECT_EQ(results[0].tokens, alone.generate("Once upon a time", vanilla).tokens);
+    EXPECT_EQ(results[1].tokens, alone.generate("Once upon a time", relaxed).tokens);
+    EXPECT_EQ(results[0].stats.relaxed_accepted, 0);
+    EXPECT_GT(results[1].stats.relaxed_accepted, 0);
+    EXPECT_EQ(results[1].stats.accepted, results[1].stats.drafted);
+}
+
+TEST(Step, DraftConfidenceCutAndAdaptiveGamma) {
+    const Model target(test::kTargetModel);
+    const Model draft(test::kDraftQ4);
+    SpeculativeDecoder decoder(target, &draft, test_context());
+    const GenerationResult plain = decoder.generate("Once upon a time", greedy(64, 8));
+    GenerationOptions cut = greedy(64, 8);
+    cut.draft_p_min = 0.9f;
+    const GenerationResult with_cut = decoder.generate("Once upon a time", cut);
+    GenerationOptions adaptive = greedy(64, 8);
+    adaptive.adaptive_draft = true;
+    const GenerationResult with_adaptive = decoder.generate("Once upon a time", adaptive);
+    // Both stay lossless and propose fewer tokens per call.
+    EXPECT_EQ(with_cut.tokens, plain.tokens);
+    EXPECT_EQ(with_adaptive.tokens, plain.tokens);
+    EXPECT_LT(double(with_cut.stats.drafted) / double(with_cut.stats.target_calls),
+              double(plain.stats.drafted) / double(plain.stats.target_calls));
+    EXPECT_GT(with_cut.stats.acceptance_rate(), plain.stats.acceptance_rate());
+    EXPECT_NE(with_adaptive.stats.drafted, plain.stats.drafted);
+}
+
+}  // namespace
+}  // namespace klspec
