@@ -22,6 +22,7 @@ nlohmann::json stats_to_json(const GenerationStats& s) {
               {"verify", s.verify_seconds},
               {"judge", s.judge_seconds},
               {"other", s.other_seconds},
+              {"llama_decode", s.llama_decode_seconds},
               {"decode", s.decode_seconds()}}}};
 }
 
@@ -30,10 +31,13 @@ std::string format_stats(const GenerationStats& s) {
         "emitted {} tokens in {} target calls: MAT {:.2f}\n"
         "draft: {} drafted, {} accepted ({:.1f} %), {} relaxed, {} draft calls\n"
         "speed: {:.1f} tokens/s decode, {:.1f} tokens/s prompt ({} tokens)\n"
-        "time (ms): draft {:.1f}, verify {:.1f}, judge {:.1f}, other {:.1f}\n",
+        "time (ms): draft {:.1f}, verify {:.1f}, judge {:.1f}, other {:.1f}; of which llama_decode {:.1f}, "
+        "klspec {:.1f} ({:.1f} us per drafted token)\n",
         s.emitted, s.target_calls, s.mat(), s.drafted, s.accepted, 100.0 * s.acceptance_rate(),
         s.relaxed_accepted, s.draft_calls, s.tokens_per_second(), s.prompt_tokens_per_second(), s.prompt_tokens,
-        1e3 * s.draft_seconds, 1e3 * s.verify_seconds, 1e3 * s.judge_seconds, 1e3 * s.other_seconds);
+        1e3 * s.draft_seconds, 1e3 * s.verify_seconds, 1e3 * s.judge_seconds, 1e3 * s.other_seconds,
+        1e3 * s.llama_decode_seconds, 1e3 * s.engine_seconds(),
+        s.drafted ? 1e6 * s.engine_seconds() / double(s.drafted) : 0.0);
 }
 
 }  // namespace klspec

@@ -31,6 +31,12 @@ DistributionStats distribution_stats(std::span<const float> logits);
 // `target_logits` (p) and `draft_logits` (q) have the same length.
 KlStats kl_stats(std::span<const float> target_logits, std::span<const float> draft_logits);
 
+// Index of the largest logit (the first one on ties).
+int32_t argmax(std::span<const float> logits);
+
+// probs = softmax(logits), max-subtracted; -inf logits get probability 0. `probs` has logits.size() entries.
+void softmax_into(std::span<const float> logits, std::span<float> probs);
+
 // How many tokens rank ahead of `token` when sorting by logit, descending, ties broken by lower index
 // (the order of argmax and of top-k truncation in sampling.h). `token` is in the top-K iff rank < K.
 int64_t logit_rank(std::span<const float> logits, int32_t token);

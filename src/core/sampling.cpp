@@ -3,35 +3,89 @@
 #include "core/distribution_stats.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <numeric>
 
 namespace klspec {
 
-int32_t argmax(std::span<const float> logits) {
-    return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-}
-
 void softmax(std::span<const float> logits, std::vector<float>& probs) {
     probs.resize(logits.size());
     softmax_into(logits, probs);
 }
 
-void softmax_into(std::span<const float> logits, std::span<float> probs) {
-    const float max_logit = *std::max_element(logits.begin(), logits.end());
-    double sum = 0.0;
-    for (size_t v = 0; v < logits.size(); ++v) {
-        probs[v] = std::exp(logits[v] - max_logit);
-        sum += probs[v];
+namespace {
+
+constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+
+// Keeps in `out` the smallest set of `candidates` (the finite entries) whose probability mass reaches
+// top_p, ranked by logit then lower index; the others become -inf.
+void keep_top_p(std::span<float> out, float top_p, ShapingScratch& scratch) {
+    std::vector<int32_t>& candidates = scratch.candidates;
+    const auto by_logit = [&](int32_t a, int32_t b) { return out[a] > out[b] || (out[a] == out[b] && a < b); };
+    // Probabilities within the candidates (the others are -inf already and get 0).
+    scratch.probs.resize(out.size());
+    softmax_into(out, scratch.probs);
+    const std::vector<float>& probs = scratch.probs;
+
+    // Few candidates (top-k ran first): sort them.
+    if (candidates.size() <= 1024) {
+        std::sort(candidates.begin(), candidates.end(), by_logit);
+        double mass = 0.0;
+        size_t keep = candidates.size();
+        for (size_t r = 0; r < candidates.size(); ++r) {
+            mass += probs[static_cast<size_t>(candidates[r])];
+            if (mass >= top_p) { keep = r + 1; break; }
+        }
+        for (size_t r = keep; r < candidates.size(); ++r) out[static_cast<size_t>(candidates[r])] = kMinusInf;
+        return;
     }
-    const float inv_sum = static_cast<float>(1.0 / sum);
-    for (float& p : probs) p *= inv_sum;
+
+    // Many: bucket by logit below the maximum. Buckets are monotone in the logit, so every token of a
+    // bucket above the crossing one outranks every token of the buckets below it; only the crossing
+    // bucket needs sorting.
+    constexpr size_t kBuckets = 1024;
+    float top = kMinusInf, bottom = std::numeric_limits<float>::infinity();
+    for (const int32_t c : candidates) {
+        top = std::max(top, out[static_cast<size_t>(c)]);
+        bottom = std::min(bottom, out[static_cast<size_t>(c)]);
+    }
+    const float width = (top - bottom) / static_cast<float>(kBuckets);
+    const auto bucket_of = [&](float logit) {
+        if (!(width > 0.0f)) return size_t{0};
+        return std::min(kBuckets - 1, static_cast<size_t>((top - logit) / width));
+    };
+    std::array<double, kBuckets> bucket_mass{};
+    for (const int32_t c : candidates) bucket_mass[bucket_of(out[static_cast<size_t>(c)])] += probs[static_cast<size_t>(c)];
+    double mass = 0.0;
+    size_t crossing = kBuckets;
+    for (size_t b = 0; b < kBuckets; ++b) {
+        if (mass + bucket_mass[b] >= top_p) { crossing = b; break; }
+        mass += bucket_mass[b];
+    }
+    if (crossing == kBuckets) return;  // rounding left the total just below top_p: keep everything
+
+    std::vector<int32_t>& boundary = scratch.boundary;
+    boundary.clear();
+    for (const int32_t c : candidates) {
+        const size_t b = bucket_of(out[static_cast<size_t>(c)]);
+        if (b == crossing) boundary.push_back(c);
+        else if (b > crossing) out[static_cast<size_t>(c)] = kMinusInf;
+    }
+    std::sort(boundary.begin(), boundary.end(), by_logit);
+    size_t keep = boundary.size();
+    for (size_t r = 0; r < boundary.size(); ++r) {
+        mass += probs[static_cast<size_t>(boundary[r])];
+        if (mass >= top_p) { keep = r + 1; break; }
+    }
+    for (size_t r = keep; r < boundary.size(); ++r) out[static_cast<size_t>(boundary[r])] = kMinusInf;
 }
 
+}  // namespace
+
 void shape_logits(std::span<const float> logits, const SamplingParams& params, std::span<float> out,
-                  std::vector<int32_t>& order) {
-    constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+                  ShapingScratch& scratch) {
     std::copy(logits.begin(), logits.end(), out.begin());
     // Greedy decoding keeps raw logits: the judge statistics are computed at T = 1, untruncated.
     if (params.greedy()) return;
@@ -44,42 +98,18 @@ void shape_logits(std::span<const float> logits, const SamplingParams& params, s
     const bool use_top_p = params.top_p < 1.0f;
     if (!use_top_k && !use_top_p) return;
 
-    // Indices by logit, descending, ties by lower index (the order of argmax). Only a prefix is ever
-    // needed, so it is sorted in growing prefixes: a full sort of a 128k vocabulary costs milliseconds.
-    order.resize(n);
-    std::iota(order.begin(), order.end(), 0);
-    auto by_logit = [&](int32_t a, int32_t b) { return out[a] > out[b] || (out[a] == out[b] && a < b); };
-    const size_t keep_k = use_top_k ? static_cast<size_t>(params.top_k) : n;
-    size_t keep = keep_k;
-    if (!use_top_p) {
-        std::partial_sort(order.begin(), order.begin() + keep_k, order.end(), by_logit);
-    } else {
-        // Smallest prefix (of the top-k survivors) whose probability mass reaches top_p.
-        const float max_logit = *std::max_element(out.begin(), out.end());
-        double total = 0.0;
-        if (use_top_k) {
-            std::partial_sort(order.begin(), order.begin() + keep_k, order.end(), by_logit);
-            for (size_t r = 0; r < keep_k; ++r) total += std::exp(out[order[r]] - max_logit);
-        } else {
-            total = std::exp(distribution_stats(out).log_normalizer - max_logit);  // vectorized
-        }
-        const double needed = params.top_p * total;
-        double mass = 0.0;
-        size_t sorted = use_top_k ? keep_k : 0;
-        size_t r = 0;
-        for (keep = 0; keep == 0;) {
-            if (r == sorted) {  // extend the sorted prefix eightfold (already sorted when top-k applies)
-                const size_t next = std::min(keep_k, std::max<size_t>(256, 8 * sorted));
-                std::partial_sort(order.begin() + static_cast<std::ptrdiff_t>(sorted),
-                                  order.begin() + static_cast<std::ptrdiff_t>(next), order.end(), by_logit);
-                sorted = next;
-            }
-            mass += std::exp(out[order[r]] - max_logit);
-            ++r;
-            if (mass >= needed || r == keep_k) keep = r;
-        }
+    std::vector<int32_t>& candidates = scratch.candidates;
+    candidates.resize(n);
+    std::iota(candidates.begin(), candidates.end(), 0);
+    if (use_top_k) {
+        // The K largest by logit, ties to the lower index (the order of argmax), found by selection.
+        const auto by_logit = [&](int32_t a, int32_t b) { return out[a] > out[b] || (out[a] == out[b] && a < b); };
+        const auto kth = candidates.begin() + params.top_k;
+        std::nth_element(candidates.begin(), kth - 1, candidates.end(), by_logit);
+        for (auto it = kth; it != candidates.end(); ++it) out[static_cast<size_t>(*it)] = kMinusInf;
+        candidates.resize(static_cast<size_t>(params.top_k));
     }
-    for (size_t r = keep; r < n; ++r) out[order[r]] = kMinusInf;
+    if (use_top_p) keep_top_p(out, params.top_p, scratch);
 }
 
 int32_t sample_from_weights(std::span<const float> weights, Rng& rng) {

@@ -6,6 +6,8 @@
 #include <span>
 #include <vector>
 
+#include "core/distribution_stats.h"
+
 namespace klspec {
 
 // How tokens are chosen. temperature == 0 means greedy (argmax); top_k == 0 and top_p == 1 disable
@@ -22,20 +24,22 @@ struct SamplingParams {
 // The random source for every stochastic decision of one generation.
 using Rng = std::mt19937_64;
 
-// Index of the largest logit (the first one on ties).
-int32_t argmax(std::span<const float> logits);
 
 // The logits of the distribution a token is drawn from: divided by the temperature and with entries
 // outside top-k / top-p set to -inf. Greedy (T = 0) keeps the raw logits, untruncated: the convention for
 // judge statistics (DESIGN.md).
-// `out` has logits.size() entries; `order` is scratch space, reused across calls so that shaping allocates
-// nothing once it has grown to the vocabulary size.
+// `out` has logits.size() entries. Exact, and linear in V: top-k by selection, top-p by bucketing the
+// logits and sorting only the bucket where the mass crosses P (a full sort of a 128k vocabulary costs
+// milliseconds per token).
+struct ShapingScratch {  // reused across calls, so that shaping allocates nothing once grown
+    std::vector<int32_t> candidates;
+    std::vector<int32_t> boundary;
+    std::vector<float> probs;
+};
 void shape_logits(std::span<const float> logits, const SamplingParams& params, std::span<float> out,
-                  std::vector<int32_t>& order);
+                  ShapingScratch& scratch);
 
-// probs = softmax(logits), max-subtracted; -inf logits get probability 0. `probs` has logits.size() entries.
-void softmax_into(std::span<const float> logits, std::span<float> probs);
-// The same into a vector, resized to fit (its capacity is kept between calls).
+// softmax_into (distribution_stats.h) into a vector, resized to fit (its capacity is kept between calls).
 void softmax(std::span<const float> logits, std::vector<float>& probs);
 
 // Draws an index from unnormalized non-negative weights (sum > 0).

@@ -20,6 +20,8 @@ struct GenerationStats {
     double verify_seconds = 0;
     double judge_seconds = 0;
     double other_seconds = 0;
+    // Of draft + verify: the time inside llama_decode (the rest of decode time is the engine's own work).
+    double llama_decode_seconds = 0;
 
     // Sums the counters and times of another run into this one (totals over a dataset).
     GenerationStats& operator+=(const GenerationStats& other) {
@@ -35,6 +37,7 @@ struct GenerationStats {
         verify_seconds += other.verify_seconds;
         judge_seconds += other.judge_seconds;
         other_seconds += other.other_seconds;
+        llama_decode_seconds += other.llama_decode_seconds;
         return *this;
     }
 
@@ -42,6 +45,7 @@ struct GenerationStats {
     // Mean accepted tokens: tokens per target call, the replacement/bonus token included.
     double mat() const { return target_calls ? double(emitted) / double(target_calls) : 0.0; }
     double acceptance_rate() const { return drafted ? double(accepted) / double(drafted) : 0.0; }
+    double engine_seconds() const { return decode_seconds() - llama_decode_seconds; }
     double tokens_per_second() const { return decode_seconds() > 0 ? double(emitted) / decode_seconds() : 0.0; }
     double prompt_tokens_per_second() const {
         return prompt_seconds > 0 ? double(prompt_tokens) / prompt_seconds : 0.0;

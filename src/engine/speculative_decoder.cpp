@@ -139,6 +139,7 @@ void SpeculativeDecoder::step(std::span<Sequence* const> sequences, const StepCa
 // draft batch per depth across all sequences still drafting.
 void SpeculativeDecoder::draft_all(std::span<Sequence* const> active) {
     const auto start = Clock::now();
+    const double llama_start = draft_ctx_ ? draft_ctx_->decode_seconds() : 0.0;
     const int32_t n_vocab = target_.n_vocab();
     std::vector<Sequence*> drafting;
     for (Sequence* seq : active) {
@@ -181,11 +182,18 @@ void SpeculativeDecoder::draft_all(std::span<Sequence* const> active) {
                                      (!seq.drafted_.empty() && target_.is_end_of_generation(seq.drafted_.back()));
             if (drafts_done) continue;
 
-            // q_i: the shaped draft row, kept for the judge (its buffer in llama.cpp is reused next depth).
+            // q_i: the shaped draft row, kept for the judge and the observer (llama.cpp reuses its buffer at
+            // the next depth). Greedy vanilla decoding needs only its argmax: no copy of V floats.
             const size_t i = seq.drafted_.size();
-            seq.draft_rows_.resize((i + 1) * static_cast<size_t>(n_vocab));
-            const std::span<float> q(seq.draft_rows_.data() + i * n_vocab, static_cast<size_t>(n_vocab));
-            shape_logits(draft_ctx_->logits(row), seq.options_.sampling, q, shaping_order_);
+            const bool keep_row = !seq.options_.sampling.greedy() || seq.judge_->name() != VanillaJudge::kName ||
+                                  observer_ || seq.options_.draft_p_min > 0.0f;
+            std::span<const float> q = draft_ctx_->logits(row);
+            if (keep_row) {
+                seq.draft_rows_.resize((i + 1) * static_cast<size_t>(n_vocab));
+                const std::span<float> shaped(seq.draft_rows_.data() + i * n_vocab, static_cast<size_t>(n_vocab));
+                shape_logits(q, seq.options_.sampling, shaped, shaping_);
+                q = shaped;
+            }
             int32_t token;
             float token_probability = 1.0f;
             if (seq.options_.sampling.greedy()) {
@@ -212,8 +220,10 @@ void SpeculativeDecoder::draft_all(std::span<Sequence* const> active) {
         }
     }
     const double seconds = seconds_since(start);
+    const double llama_seconds = draft_ctx_->decode_seconds() - llama_start;
     for (Sequence* seq : drafting) {
         seq->result_.stats.draft_seconds += seconds;
+        seq->result_.stats.llama_decode_seconds += llama_seconds;
         // llama.cpp's n_min: a draft too short to be worth a verification slot is dropped.
         if (to_int(seq->drafted_.size()) < seq->options_.draft_min) seq->drafted_.clear();
     }
@@ -231,11 +241,14 @@ void SpeculativeDecoder::verify_all(std::span<Sequence* const> active) {
         seq->verify_row_ = target_batch_.add(seq->tokens_.back(), pos++, seq->id_, true);
         for (const int32_t token : seq->drafted_) target_batch_.add(token, pos++, seq->id_, true);
     }
+    const double llama_start = target_ctx_.decode_seconds();
     target_ctx_.decode(target_batch_);
     const double seconds = seconds_since(start);
+    const double llama_seconds = target_ctx_.decode_seconds() - llama_start;
     for (Sequence* seq : active) {
         ++seq->result_.stats.target_calls;
         seq->result_.stats.verify_seconds += seconds;
+        seq->result_.stats.llama_decode_seconds += llama_seconds;
     }
 }
 
@@ -260,14 +273,16 @@ void SpeculativeDecoder::judge_emit_roll_back(Sequence& seq, const StepCallback&
             if (seq.options_.sampling.greedy()) return raw;
             const size_t n = raw.size();
             const std::span<float> row(seq.target_rows_.data() + static_cast<size_t>(i) * n, n);
-            shape_logits(raw, seq.options_.sampling, row, decoder.shaping_order_);
+            shape_logits(raw, seq.options_.sampling, row, decoder.shaping_);
             return row;
         }
         DraftPosition position(int32_t i) override {
             const size_t n = static_cast<size_t>(decoder.target_.n_vocab());
             DraftPosition p;
             p.target_logits = target_logits(i);
-            p.draft_logits = std::span<const float>(seq.draft_rows_.data() + static_cast<size_t>(i) * n, n);
+            // Rows are kept only where someone reads them (see draft_all).
+            if (seq.draft_rows_.size() >= (static_cast<size_t>(i) + 1) * n)
+                p.draft_logits = std::span<const float>(seq.draft_rows_.data() + static_cast<size_t>(i) * n, n);
             if (!seq.options_.sampling.greedy())
                 p.draft_probabilities = std::span<const float>(seq.draft_probs_.data() + static_cast<size_t>(i) * n, n);
             p.draft_token = seq.drafted_[static_cast<size_t>(i)];

@@ -149,7 +149,7 @@ private:
     Batch target_batch_;
     Batch draft_batch_;
     std::vector<int32_t> draft_rows_of_;  // per active sequence: its row in the current draft batch
-    std::vector<int32_t> shaping_order_;  // scratch for top-k / top-p
+    ShapingScratch shaping_;              // scratch for top-k / top-p
     JudgeObserver observer_;
 };
 

@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <limits>
+#include <numeric>
+#include <random>
 #include <vector>
 
 namespace klspec {
@@ -14,7 +16,7 @@ constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
 std::vector<float> shaped(const std::vector<float>& logits, const SamplingParams& params) {
     std::vector<float> out(logits.size());
-    std::vector<int32_t> order;
+    ShapingScratch order;
     shape_logits(logits, params, out, order);
     return out;
 }
@@ -80,6 +82,63 @@ TEST(ShapeLogits, TopPKeepsTheSmallestSufficientPrefix) {
     // With top-k the mass is measured within the k survivors: 0.4/0.7 reaches 0.5 alone (0.4 of the full
     // distribution would not).
     EXPECT_EQ(shaped(logits, params(1.0f, 2, 0.5f)), (std::vector<float>{kMinusInf, kMinusInf, kMinusInf, logits[3]}));
+}
+
+// The shaping of a sorted-prefix reference: rank by logit (ties to the lower index), keep the first K,
+// then the shortest prefix of those whose renormalised mass reaches P.
+std::vector<float> reference_shaped(const std::vector<float>& logits, float temperature, int32_t top_k, float top_p) {
+    std::vector<float> out(logits);
+    for (float& l : out) l /= temperature;
+    std::vector<int32_t> order(out.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return out[a] > out[b]; });
+    const size_t k = top_k > 0 ? std::min(out.size(), static_cast<size_t>(top_k)) : out.size();
+    double total = 0;
+    for (size_t r = 0; r < k; ++r) total += std::exp(double(out[order[r]]) - out[order[0]]);
+    size_t keep = k;
+    double mass = 0;
+    for (size_t r = 0; r < k && top_p < 1.0f; ++r) {
+        mass += std::exp(double(out[order[r]]) - out[order[0]]) / total;
+        if (mass >= top_p) { keep = r + 1; break; }
+    }
+    for (size_t r = keep; r < out.size(); ++r) out[order[r]] = kMinusInf;
+    return out;
+}
+
+// Large vocabularies take the selection / bucket paths; they must keep exactly the reference's set.
+TEST(ShapeLogits, LargeVocabulariesMatchTheSortedReference) {
+    std::mt19937_64 rng(99);
+    for (const size_t vocab : {size_t{1025}, size_t{5003}, size_t{128256}}) {
+        for (const double spread : {0.3, 2.0, 6.0}) {  // nearly flat to peaked rows
+            std::normal_distribution<float> logit(0.0f, static_cast<float>(spread));
+            std::vector<float> logits(vocab);
+            for (float& l : logits) l = logit(rng);
+            logits[vocab / 3] = logits[vocab / 2];  // a tie
+            for (const auto& [top_k, top_p] : std::vector<std::pair<int32_t, float>>{
+                     {0, 0.5f}, {0, 0.9f}, {0, 0.99f}, {40, 1.0f}, {40, 0.9f}, {3000, 0.95f}}) {
+                const SamplingParams shaping = params(0.7f, top_k, top_p);
+                const std::vector<float> got = shaped(logits, shaping);
+                const std::vector<float> expected = reference_shaped(logits, 0.7f, top_k, top_p);
+                size_t differences = 0;
+                for (size_t v = 0; v < vocab; ++v) differences += (got[v] == kMinusInf) != (expected[v] == kMinusInf);
+                // The bucketed sums round differently from a sorted running sum: allow one token at the cut.
+                EXPECT_LE(differences, 1u) << "V " << vocab << ", spread " << spread << ", top-k " << top_k
+                                           << ", top-p " << top_p;
+            }
+        }
+    }
+}
+
+TEST(Argmax, LargeRowsAndTiesAtAnyOffset) {
+    for (const size_t vocab : {size_t{17}, size_t{1000}, size_t{128256}}) {
+        std::vector<float> logits(vocab, -1.0f);
+        for (const size_t at : {size_t{0}, vocab / 2, vocab - 1}) {
+            std::fill(logits.begin(), logits.end(), -1.0f);
+            logits[at] = 3.0f;
+            logits[vocab - 1] = 3.0f;  // a tie later on: the first one wins
+            EXPECT_EQ(argmax(logits), static_cast<int32_t>(at)) << vocab;
+        }
+    }
 }
 
 TEST(SampleFromWeights, FollowsTheWeights) {

@@ -102,7 +102,7 @@ TEST(Step, SampledFirstTokenFollowsShapedTargetUnderBatching) {
         SpeculativeDecoder target_only(target, nullptr, test_context());
         const ForwardResult forward = target_only.forward(ModelRole::Target, target.tokenize(prompt, true), false);
         std::vector<float> shaped(static_cast<size_t>(forward.n_vocab));
-        std::vector<int32_t> order;
+        ShapingScratch order;
         shape_logits(std::span<const float>(forward.logits).last(shaped.size()), sampling, shaped, order);
         softmax(shaped, p);
     }
