@@ -91,26 +91,27 @@ void ModelContext::decode(const Batch& batch) {
     if (status != 0) throw Error(fmt::format("llama_decode failed with status {} ({})", status, model_.path()));
 }
 
-void ModelContext::prefill(int32_t sequence_id, std::span<const int32_t> tokens, int32_t first_pos) {
+void ModelContext::decode_chunks(int32_t sequence_id, std::span<const int32_t> tokens, int32_t first_pos,
+                                 bool outputs, const std::function<void()>& after_chunk) {
     for (size_t start = 0; start < tokens.size(); start += static_cast<size_t>(chunk_.capacity())) {
         chunk_.clear();
         const size_t end = std::min(tokens.size(), start + static_cast<size_t>(chunk_.capacity()));
         for (size_t i = start; i < end; ++i)
-            chunk_.add(tokens[i], first_pos + static_cast<int32_t>(i), sequence_id, false);
+            chunk_.add(tokens[i], first_pos + static_cast<int32_t>(i), sequence_id, outputs);
         decode(chunk_);
+        if (after_chunk) after_chunk();
     }
+}
+
+void ModelContext::prefill(int32_t sequence_id, std::span<const int32_t> tokens, int32_t first_pos) {
+    decode_chunks(sequence_id, tokens, first_pos, false, {});
 }
 
 void ModelContext::forward(int32_t sequence_id, std::span<const int32_t> tokens, int32_t first_pos,
                            std::vector<float>& logits, std::vector<float>* hidden) {
     if (hidden != nullptr && !hidden_states_)
         throw Error("hidden states were requested from a context created without them");
-    for (size_t start = 0; start < tokens.size(); start += static_cast<size_t>(chunk_.capacity())) {
-        chunk_.clear();
-        const size_t end = std::min(tokens.size(), start + static_cast<size_t>(chunk_.capacity()));
-        for (size_t i = start; i < end; ++i)
-            chunk_.add(tokens[i], first_pos + static_cast<int32_t>(i), sequence_id, true);
-        decode(chunk_);
+    decode_chunks(sequence_id, tokens, first_pos, true, [&] {
         for (int32_t row = 0; row < chunk_.size(); ++row) {
             const std::span<const float> l = this->logits(row);
             logits.insert(logits.end(), l.begin(), l.end());
@@ -119,7 +120,7 @@ void ModelContext::forward(int32_t sequence_id, std::span<const int32_t> tokens,
                 hidden->insert(hidden->end(), h.begin(), h.end());
             }
         }
-    }
+    });
 }
 
 std::span<const float> ModelContext::logits(int32_t row) const {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -71,6 +72,10 @@ public:
     double decode_seconds() const { return decode_seconds_; }
 
 private:
+    // Decodes `tokens` in chunks of n_batch (every row output or none), calling `after_chunk` after each.
+    void decode_chunks(int32_t sequence_id, std::span<const int32_t> tokens, int32_t first_pos, bool outputs,
+                       const std::function<void()>& after_chunk);
+
     const Model& model_;
     llama_context* ctx_ = nullptr;
     int32_t n_ctx_ = 0;

@@ -117,8 +117,8 @@ GenerationResult SpeculativeDecoder::generate(const std::string& prompt, Generat
 }
 
 void SpeculativeDecoder::step(std::span<Sequence* const> sequences, const StepCallback& on_step) {
-    std::vector<Sequence*> active;  // one small vector per step, not per token
-    active.reserve(sequences.size());
+    std::vector<Sequence*>& active = active_;
+    active.clear();
     for (Sequence* seq : sequences) {
         if (seq->finished_) continue;
         // The step's target batch needs one free position at least.
@@ -141,7 +141,8 @@ void SpeculativeDecoder::draft_all(std::span<Sequence* const> active) {
     const auto start = Clock::now();
     const double llama_start = draft_ctx_ ? draft_ctx_->decode_seconds() : 0.0;
     const int32_t n_vocab = target_.n_vocab();
-    std::vector<Sequence*> drafting;
+    std::vector<Sequence*>& drafting = drafting_;
+    drafting.clear();
     for (Sequence* seq : active) {
         seq->drafted_.clear();
         seq->draft_hidden_.clear();

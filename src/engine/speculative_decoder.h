@@ -148,7 +148,11 @@ private:
     std::unique_ptr<ModelContext> draft_ctx_;
     Batch target_batch_;
     Batch draft_batch_;
-    std::vector<int32_t> draft_rows_of_;  // per active sequence: its row in the current draft batch
+    // Per step, kept to reuse their memory: the unfinished sequences, those drafting, and each drafting
+    // sequence's row in the current draft batch.
+    std::vector<Sequence*> active_;
+    std::vector<Sequence*> drafting_;
+    std::vector<int32_t> draft_rows_of_;
     ShapingScratch shaping_;              // scratch for top-k / top-p
     JudgeObserver observer_;
 };
