@@ -78,10 +78,18 @@ int32_t Model::n_embd() const { return llama_model_n_embd(model_); }
 uint64_t Model::n_params() const { return llama_model_n_params(model_); }
 
 std::vector<int32_t> Model::tokenize(const std::string& text, bool add_bos) const {
-    // A token never covers less than one byte, so text.size() + 2 (BOS, EOS) always suffices.
+    // Usually one token per byte at most; but an SPM vocabulary without "▁" spells each space as three
+    // byte tokens, so on a negative count (the size needed) tokenize again with room for it.
     std::vector<llama_token> tokens(text.size() + 2);
-    const int32_t n = llama_tokenize(vocab_, text.data(), static_cast<int32_t>(text.size()), tokens.data(),
-                                     static_cast<int32_t>(tokens.size()), add_bos, /*parse_special=*/false);
+    const auto run = [&] {
+        return llama_tokenize(vocab_, text.data(), static_cast<int32_t>(text.size()), tokens.data(),
+                              static_cast<int32_t>(tokens.size()), add_bos, /*parse_special=*/false);
+    };
+    int32_t n = run();
+    if (n < 0) {
+        tokens.resize(static_cast<size_t>(-n));
+        n = run();
+    }
     if (n < 0) throw Error("tokenization failed");
     tokens.resize(n);
     return tokens;
