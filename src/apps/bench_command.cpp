@@ -143,8 +143,10 @@ void run_bench(const BenchOptions& options) {
                                  options.parallel);
         if (scored) std::cout << fmt::format("accuracy: {}/{} = {:.1f} %\n", correct, scored, 100.0 * accuracy);
         std::cout << format_stats(totals);
-        std::cout << fmt::format("throughput: {:.1f} tokens/s over {:.2f} s wall time (prompts included)\n",
-                                 throughput, wall_seconds);
+        std::cout << fmt::format("throughput: {:.1f} tokens/s over {:.2f} s wall time (prompts included){}\n",
+                                 throughput, wall_seconds,
+                                 options.parallel > 1 ? "; the times above add up every sequence's share of "
+                                                        "shared steps" : "");
     }
 }
 
