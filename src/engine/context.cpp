@@ -59,13 +59,15 @@ ModelContext::ModelContext(const Model& model, const ContextOptions& options)
       hidden_states_(options.hidden_states),
       chunk_(std::min(options.n_batch, options.n_ctx)) {
     llama_context_params params = llama_context_default_params();
-    // Several sequences share one cache (kv_unified): a batch mixing sequences of different lengths is
-    // then one ubatch, one graph evaluation, which is what makes verifying them together pay. (A split
-    // cache would cut such a batch into equal-length ubatches.) One sequence does without: llama.cpp then
-    // validates each batch against 256 possible sequences, 11 % of a small model's decode time (perf).
+    // One KV stream per sequence (not llama.cpp's unified cache): each token then attends to its own
+    // sequence's cells only. With a unified cache every token scans all sequences' cells, masked: at
+    // -np 8 on the default pair attention took 40 % of the time and throughput fell 15 % (measured,
+    // docs/performance.md). The price: llama.cpp cuts a batch into ubatches of equal tokens per sequence,
+    // which verify batches mostly are (every sequence drafts γ). A unified cache also makes llama.cpp
+    // validate every batch against 256 possible sequences (11 % of a small model's decode, perf).
     params.n_ctx = static_cast<uint32_t>(options.n_ctx) * static_cast<uint32_t>(options.n_sequences);
     params.n_seq_max = static_cast<uint32_t>(options.n_sequences);
-    params.kv_unified = options.n_sequences > 1;
+    params.kv_unified = false;
     params.n_batch = static_cast<uint32_t>(std::max(std::min(options.n_batch, options.n_ctx), 1));
     params.n_ubatch = params.n_batch;
     const int32_t threads = options.n_threads > 0 ? options.n_threads

@@ -1,6 +1,6 @@
-// One llama.cpp inference context over a model: a KV cache shared by several sequences (each with its
-// own id and up to n_ctx positions), batched decoding across them, and the output rows of the last
-// decode (logits, and hidden states when enabled).
+// One llama.cpp inference context over a model: KV caches for several sequences (each with its own id
+// and up to n_ctx positions), batched decoding across them, and the output rows of the last decode
+// (logits, and hidden states when enabled).
 #pragma once
 
 #include <cstdint>
