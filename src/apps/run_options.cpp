@@ -7,8 +7,8 @@
 #include <string>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
+#include "apps/stats_report.h"
 #include "core/error.h"
 
 namespace klspec {
@@ -27,21 +27,6 @@ const CLI::Validator kPositive(
         return CLI::detail::lexical_cast(text, value) && value >= 1 ? std::string() : "must be >= 1, got " + text;
     },
     "N >= 1");
-
-nlohmann::json to_json(const JudgedPosition& p) {
-    nlohmann::json row = {{"seq", p.sequence_id},
-                          {"pos", p.position},
-                          {"draft_token", p.draft_token},
-                          {"target_token", p.target_token},
-                          {"kl", p.kl},
-                          {"target_entropy", p.target_entropy},
-                          {"draft_entropy", p.draft_entropy},
-                          {"target_max_p", p.target_max_probability},
-                          {"draft_rank", p.draft_rank},
-                          {"verdict", to_string(p.verdict.verdict)}};
-    if (p.verdict.judged) row["judge_statistic"] = p.verdict.decision.statistic;
-    return row;
-}
 
 }  // namespace
 
@@ -126,7 +111,7 @@ DecodingSession open_session(const RunOptions& options) {
         session.trace = std::make_unique<std::ofstream>(options.trace_path);
         if (!*session.trace) throw Error(fmt::format("cannot write trace file: {}", options.trace_path));
         session.decoder->set_observer(
-            [out = session.trace.get()](const JudgedPosition& position) { *out << to_json(position).dump() << "\n"; });
+            [out = session.trace.get()](const JudgedPosition& position) { *out << judged_position_to_json(position).dump() << "\n"; });
     }
     return session;
 }

@@ -40,4 +40,19 @@ std::string format_stats(const GenerationStats& s) {
         s.drafted ? 1e6 * s.engine_seconds() / double(s.drafted) : 0.0);
 }
 
+nlohmann::json judged_position_to_json(const JudgedPosition& p) {
+    nlohmann::json row = {{"seq", p.sequence_id},
+                          {"pos", p.position},
+                          {"draft_token", p.draft_token},
+                          {"target_token", p.target_token},
+                          {"kl", p.kl},
+                          {"target_entropy", p.target_entropy},
+                          {"draft_entropy", p.draft_entropy},
+                          {"target_max_p", p.target_max_probability},
+                          {"draft_rank", p.draft_rank},
+                          {"verdict", to_string(p.verdict.verdict)}};
+    if (p.verdict.judged) row["judge_statistic"] = p.verdict.decision.statistic;
+    return row;
+}
+
 }  // namespace klspec

@@ -36,6 +36,8 @@ public:
     virtual std::string_view name() const = 0;
     virtual JudgeDecision decide(const DraftPosition& position) const = 0;
     virtual bool needs_hidden_states() const { return false; }
+    // Whether decide() reads the logit rows; when it does not, greedy drafting need not keep them.
+    virtual bool needs_distributions() const { return true; }
 };
 
 // The lossless rule: never relaxed.
@@ -44,6 +46,7 @@ public:
     static constexpr std::string_view kName = "vanilla";
     std::string_view name() const override { return kName; }
     JudgeDecision decide(const DraftPosition&) const override { return {}; }
+    bool needs_distributions() const override { return false; }
 };
 
 }  // namespace klspec

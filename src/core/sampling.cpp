@@ -19,28 +19,39 @@ namespace {
 
 constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
+// Orders token ids by logit, descending, ties to the lower id (the order of argmax).
+auto by_logit_then_id(std::span<const float> logits) {
+    return [logits](int32_t a, int32_t b) {
+        return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    };
+}
+
 // Keeps in `out` the smallest set of `candidates` (the finite entries) whose probability mass reaches
 // top_p, ranked by logit then lower index; the others become -inf.
 void keep_top_p(std::span<float> out, float top_p, ShapingScratch& scratch) {
     std::vector<int32_t>& candidates = scratch.candidates;
-    const auto by_logit = [&](int32_t a, int32_t b) { return out[a] > out[b] || (out[a] == out[b] && a < b); };
-    // Probabilities within the candidates (the others are -inf already and get 0).
-    scratch.probs.resize(out.size());
-    softmax_into(out, scratch.probs);
-    const std::vector<float>& probs = scratch.probs;
+    const auto by_logit = by_logit_then_id(out);
 
-    // Few candidates (top-k ran first): sort them.
+    // Few candidates (top-k ran first, or a small vocabulary): sort them and normalise over them alone.
     if (candidates.size() <= 1024) {
         std::sort(candidates.begin(), candidates.end(), by_logit);
+        const float top = out[static_cast<size_t>(candidates[0])];
+        double total = 0.0;
+        for (const int32_t c : candidates) total += std::exp(double(out[static_cast<size_t>(c)]) - top);
         double mass = 0.0;
         size_t keep = candidates.size();
         for (size_t r = 0; r < candidates.size(); ++r) {
-            mass += probs[static_cast<size_t>(candidates[r])];
+            mass += std::exp(double(out[static_cast<size_t>(candidates[r])]) - top) / total;
             if (mass >= top_p) { keep = r + 1; break; }
         }
         for (size_t r = keep; r < candidates.size(); ++r) out[static_cast<size_t>(candidates[r])] = kMinusInf;
         return;
     }
+
+    // Probabilities of the whole row (vectorized): the candidates are all finite entries here.
+    scratch.probs.resize(out.size());
+    softmax_into(out, scratch.probs);
+    const std::vector<float>& probs = scratch.probs;
 
     // Many: bucket by logit below the maximum. Buckets are monotone in the logit, so every token of a
     // bucket above the crossing one outranks every token of the buckets below it; only the crossing
@@ -103,9 +114,8 @@ void shape_logits(std::span<const float> logits, const SamplingParams& params, s
     std::iota(candidates.begin(), candidates.end(), 0);
     if (use_top_k) {
         // The K largest by logit, ties to the lower index (the order of argmax), found by selection.
-        const auto by_logit = [&](int32_t a, int32_t b) { return out[a] > out[b] || (out[a] == out[b] && a < b); };
         const auto kth = candidates.begin() + params.top_k;
-        std::nth_element(candidates.begin(), kth - 1, candidates.end(), by_logit);
+        std::nth_element(candidates.begin(), kth - 1, candidates.end(), by_logit_then_id(out));
         for (auto it = kth; it != candidates.end(); ++it) out[static_cast<size_t>(*it)] = kMinusInf;
         candidates.resize(static_cast<size_t>(params.top_k));
     }
