@@ -15,6 +15,7 @@
 #include "apps/stats_report.h"
 #include "core/answer_scoring.h"
 #include "core/error.h"
+#include "eval/dataset.h"
 
 namespace klspec {
 namespace {
@@ -28,50 +29,20 @@ struct BenchOptions {
     bool json = false;
 };
 
-struct Problem {
-    std::string prompt;
-    std::optional<int64_t> final_answer;
-};
-
-// One problem per line: {"question": PROMPT, "final": NUMBER (optional, enables accuracy)}.
-std::vector<Problem> read_dataset(const std::string& path, size_t limit) {
-    std::ifstream in(path);
-    if (!in) throw Error(fmt::format("cannot read dataset: {}", path));
-    std::vector<Problem> problems;
-    std::string line;
-    for (size_t line_number = 1; std::getline(in, line) && (limit == 0 || problems.size() < limit); ++line_number) {
-        if (line.empty()) continue;
-        const nlohmann::json row = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-        if (!row.is_object() || !row.contains("question") || !row["question"].is_string()) {
-            throw Error(fmt::format("{}:{}: expected a JSON object with a string \"question\"", path, line_number));
-        }
-        Problem problem{row["question"].get<std::string>(), std::nullopt};
-        if (row.contains("final")) {
-            if (!row["final"].is_number_integer()) {
-                throw Error(fmt::format("{}:{}: \"final\" must be an integer", path, line_number));
-            }
-            problem.final_answer = row["final"].get<int64_t>();
-        }
-        problems.push_back(std::move(problem));
-    }
-    if (problems.empty()) throw Error(fmt::format("no problems in dataset: {}", path));
-    return problems;
-}
-
 // One finished problem as a JSONL row, scored when the problem has a final answer.
 nlohmann::json outcome_row(size_t index, const Problem& problem, const GenerationResult& result) {
-    nlohmann::json row = {{"index", index}, {"text", result.text}, {"stop_reason", to_string(result.stop_reason)},
+    nlohmann::json row = {{"index", index}, {"id", problem.id}, {"text", result.text}, {"stop_reason", to_string(result.stop_reason)},
                           {"stats", stats_to_json(result.stats)}};
-    if (problem.final_answer) {
-        const std::optional<int64_t> answer = extract_final_answer(result.text);
+    if (problem.gold) {
+        const std::optional<std::string> answer = extract_answer(problem.scorer, result.text);
         row["answer"] = answer ? nlohmann::json(*answer) : nlohmann::json();
-        row["correct"] = answer == problem.final_answer;
+        row["correct"] = is_correct(problem.scorer, result.text, *problem.gold);
     }
     return row;
 }
 
 void run_bench(const BenchOptions& options) {
-    const std::vector<Problem> problems = read_dataset(options.dataset_path, options.limit);
+    const std::vector<Problem> problems = read_problems(options.dataset_path, options.limit);
     RunOptions run = options.run;
     run.context.n_sequences = options.parallel;
     DecodingSession session = open_session(run);
@@ -158,8 +129,8 @@ void register_bench_command(CLI::App& app) {
         "bench", "Decode every prompt of a JSONL dataset; report summed statistics (MAT, acceptance, speed) and accuracy");
     add_run_options(*cmd, options->run);
     cmd->add_option("--dataset", options->dataset_path,
-                    "JSONL, one problem per line: {\"question\": PROMPT, \"final\": INTEGER (optional; scored "
-                    "against the number after \"The answer is\")}")
+                    "JSONL, one problem per line: {\"question\": PROMPT, \"final\": GOLD (optional: integer or string), "
+                    "\"scorer\": gsm8k|mmlu-pro|lcb-output (default gsm8k), \"id\": ID (optional)}")
         ->required();
     cmd->add_option("--parallel", options->parallel,
                     "Decode this many problems together (also -np): their drafts are verified in one target batch")

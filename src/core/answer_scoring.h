@@ -1,13 +1,32 @@
-// Scoring generated solutions of the project's arithmetic word problems ("... The answer is N.").
+// Scoring generated solutions the way each benchmark scores them (shared/datasets/README.md).
+// One scorer per benchmark family; the testbed's families name theirs in a "scorer" field
+// (tools/testbed/scorers.py is the Python twin, and the two must agree).
+//
+//   gsm8k       the number after the FIRST "The answer is " (case-sensitive), "$" and thousands commas
+//               dropped, compared as a number
+//   mmlu-pro    MMLU-Pro's cascade: `answer is \(?([A-J])\)?`, else the letter after the LAST
+//               `[aA]nswer:`, else the last standalone letter A-J; compared with the gold letter
+//   lcb-output  the text after the LAST "Output:" up to the end of its line, stripped, equal to the
+//               stripped gold output (LiveCodeBench's output-prediction comparison)
 #pragma once
 
-#include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace klspec {
 
-// The integer after the first "The answer is" in `text`, if there is one.
-std::optional<int64_t> extract_final_answer(std::string_view text);
+enum class Scorer { Gsm8k, MmluPro, LcbOutput };
+
+// "gsm8k", "mmlu-pro", "lcb-output"; throws klspec::Error naming the known ones for anything else.
+Scorer parse_scorer(std::string_view name);
+std::string_view to_string(Scorer scorer);
+
+// The answer a solution gives, normalised so that two answers are equal iff the scorer counts them equal
+// (gsm8k: the number printed in shortest form, "1,200.0" -> "1200"). nullopt when the text gives none.
+std::optional<std::string> extract_answer(Scorer scorer, std::string_view text);
+
+// Whether `text` answers `gold` (the dataset's final answer, as text) correctly.
+bool is_correct(Scorer scorer, std::string_view text, std::string_view gold);
 
 }  // namespace klspec

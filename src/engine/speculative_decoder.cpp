@@ -74,6 +74,10 @@ double SpeculativeDecoder::llama_decode_seconds() const {
 }
 
 Sequence SpeculativeDecoder::start(int32_t id, const std::string& prompt, GenerationOptions options) {
+    return start(id, target_.tokenize(prompt, /*add_bos=*/true), std::move(options));
+}
+
+Sequence SpeculativeDecoder::start(int32_t id, std::vector<int32_t> prompt_tokens, GenerationOptions options) {
     validate(options);
     if (id < 0 || id >= n_sequences())
         throw Error(fmt::format("sequence id {} is out of range (the decoder has {} sequences)", id, n_sequences()));
@@ -84,7 +88,6 @@ Sequence SpeculativeDecoder::start(int32_t id, const std::string& prompt, Genera
     if (seq.judge_->needs_hidden_states() && !draft_ctx_)
         throw Error(fmt::format("the {} rule needs a draft model", seq.judge_->name()));
 
-    const std::vector<int32_t> prompt_tokens = target_.tokenize(prompt, /*add_bos=*/true);
     if (prompt_tokens.empty()) throw Error("the prompt is empty and the model adds no BOS token");
     if (to_int(prompt_tokens.size()) >= target_ctx_.n_ctx()) {
         throw Error(fmt::format("the prompt has {} tokens but the context holds {} (raise -c)", prompt_tokens.size(),
@@ -102,8 +105,8 @@ Sequence SpeculativeDecoder::start(int32_t id, const std::string& prompt, Genera
         ctx->prefill(id, cached_prompt, 0);
     }
     stats.prompt_seconds = seconds_since(start);
-    seq.tokens_ = prompt_tokens;
-    seq.target_cached_ = seq.draft_cached_ = to_int(cached_prompt.size());
+    seq.tokens_ = std::move(prompt_tokens);
+    seq.target_cached_ = seq.draft_cached_ = to_int(seq.tokens_.size()) - 1;
     seq.finished_ = seq.options_.max_tokens == 0;
     return seq;
 }
@@ -186,7 +189,7 @@ void SpeculativeDecoder::draft_all(std::span<Sequence* const> active) {
             // q_i: the shaped draft row, kept for the judge and the observer (llama.cpp reuses its buffer at
             // the next depth). Greedy vanilla decoding needs only its argmax: no copy of V floats.
             const size_t i = seq.drafted_.size();
-            const bool keep_row = !seq.options_.sampling.greedy() || seq.judge_->name() != VanillaJudge::kName ||
+            const bool keep_row = !seq.options_.sampling.greedy() || seq.judge_->needs_distributions() ||
                                   observer_ || seq.options_.draft_p_min > 0.0f;
             std::span<const float> q = draft_ctx_->logits(row);
             if (keep_row) {
@@ -262,7 +265,10 @@ void SpeculativeDecoder::judge_emit_roll_back(Sequence& seq, const StepCallback&
     const size_t n_vocab = static_cast<size_t>(target_.n_vocab());
     const int32_t k = to_int(seq.drafted_.size());
     const bool shape_target = !options.sampling.greedy();
-    if (shape_target) seq.target_rows_.resize((static_cast<size_t>(k) + 1) * n_vocab);
+    if (shape_target) {
+        seq.target_rows_.resize((static_cast<size_t>(k) + 1) * n_vocab);
+        seq.target_row_shaped_.assign(static_cast<size_t>(k) + 1, 0);
+    }
 
     // Position sources are lazy: target rows after the first rejection are never shaped.
     struct Positions final : PositionSource {
@@ -274,7 +280,11 @@ void SpeculativeDecoder::judge_emit_roll_back(Sequence& seq, const StepCallback&
             if (seq.options_.sampling.greedy()) return raw;
             const size_t n = raw.size();
             const std::span<float> row(seq.target_rows_.data() + static_cast<size_t>(i) * n, n);
-            shape_logits(raw, seq.options_.sampling, row, decoder.shaping_);
+            // Shaped once per step: the observer asks for the rows the acceptance step already used.
+            if (!seq.target_row_shaped_[static_cast<size_t>(i)]) {
+                shape_logits(raw, seq.options_.sampling, row, decoder.shaping_);
+                seq.target_row_shaped_[static_cast<size_t>(i)] = 1;
+            }
             return row;
         }
         DraftPosition position(int32_t i) override {

@@ -97,6 +97,7 @@ private:
     std::vector<float> draft_probs_;
     std::vector<float> draft_hidden_;
     std::vector<float> target_rows_;
+    std::vector<uint8_t> target_row_shaped_;  // which target rows this step has shaped (sampling only)
     int32_t verify_row_ = 0;        // batch row of `last` in the step's target batch
     std::vector<int32_t> emitted_;
 };
@@ -120,6 +121,8 @@ public:
     // Tokenizes the prompt and caches it in both models under sequence id `id` (< n_sequences), which
     // must not be in use by an unfinished sequence.
     Sequence start(int32_t id, const std::string& prompt, GenerationOptions options);
+    // The same from tokens (BOS included when the model wants one): continuing a token-level prefix.
+    Sequence start(int32_t id, std::vector<int32_t> prompt_tokens, GenerationOptions options);
     // Advances every unfinished sequence by one target call. Sequences may start and finish between steps.
     void step(std::span<Sequence* const> sequences, const StepCallback& on_step = {});
 

@@ -37,12 +37,12 @@ TEST(ReasoningPair, SpeculativeAccuracyEqualsTargetOnly) {
     while (problems < kProblems && std::getline(dataset, line)) {
         const nlohmann::json row = nlohmann::json::parse(line);
         const std::string question = row.at("question");
-        const int64_t final_answer = row.at("final");
+        const std::string final_answer = std::to_string(row.at("final").get<int64_t>());
         const GenerationResult reference = target_only.generate(question, options);
         const GenerationResult result = speculative.generate(question, options);
         ASSERT_EQ(result.tokens, reference.tokens) << question;
-        target_correct += extract_final_answer(reference.text) == final_answer;
-        speculative_correct += extract_final_answer(result.text) == final_answer;
+        target_correct += is_correct(Scorer::Gsm8k, reference.text, final_answer);
+        speculative_correct += is_correct(Scorer::Gsm8k, result.text, final_answer);
         drafted += result.stats.drafted;
         accepted += result.stats.accepted;
         ++problems;

@@ -1,0 +1,24 @@
+// Problems read from a JSONL file: one object a line with the prompt, and optionally the gold answer and
+// the scorer that checks it (the testbed families name theirs; the v1 reasoning set uses gsm8k's).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/answer_scoring.h"
+
+namespace klspec {
+
+struct Problem {
+    std::string id;                    // the row's "id" when it has one, else its 0-based line number
+    std::string prompt;                // "question"
+    std::optional<std::string> gold;   // "final" (an integer or a string); absent: not scored
+    Scorer scorer = Scorer::Gsm8k;     // "scorer", gsm8k by default
+    std::string family;                // "family" when given (testbed), else empty
+};
+
+// Reads at most `limit` problems (0: all). Throws klspec::Error naming the file and line of a bad row.
+std::vector<Problem> read_problems(const std::string& path, size_t limit = 0);
+
+}  // namespace klspec
