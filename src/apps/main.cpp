@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "apps/autojudge_commands.h"
 #include "apps/bench_command.h"
 #include "apps/generate_command.h"
 #include "apps/run_options.h"
@@ -19,6 +20,9 @@ int main(int argc, char** argv) {
     app.set_version_flag("--version", "klspec 0.1.0");
     klspec::register_generate_command(app);
     klspec::register_bench_command(app);
+    klspec::register_mine_command(app);
+    klspec::register_train_judge_command(app);
+    klspec::register_analyze_command(app);
 
     klspec::normalize_llama_style_flags(argc, argv);
     try {

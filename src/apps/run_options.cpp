@@ -30,9 +30,7 @@ const CLI::Validator kPositive(
 
 }  // namespace
 
-void add_run_options(CLI::App& app, RunOptions& options) {
-    GenerationOptions& gen = options.generation;
-    SamplingParams& sampling = gen.sampling;
+void add_model_options(CLI::App& app, RunOptions& options) {
     // As in llama.cpp, a flag given twice takes its last value (wrappers can append overrides).
     app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     app.add_option("-m,--model", options.target_path,
@@ -41,6 +39,22 @@ void add_run_options(CLI::App& app, RunOptions& options) {
     app.add_option("--model-draft,--spec-draft-model", options.draft_path,
                    "Draft model (GGUF, same vocabulary as the target); also -md. With -m but without -md: "
                    "target-only decoding");
+    app.add_option("-c,--ctx-size", options.context.n_ctx, "Context size in tokens per sequence (prompt + output)")
+        ->capture_default_str()->check(kPositive);
+    app.add_option("-b,--batch-size", options.context.n_batch, "Prompt-processing batch size")
+        ->capture_default_str()->check(kPositive);
+    app.add_option("-t,--threads", options.context.n_threads, "CPU threads (0 = all)")
+        ->capture_default_str()->check(kNonNegative);
+    app.add_option("--n-gpu-layers", options.model.gpu_layers,
+                   "Layers to offload to the GPU when llama.cpp was built with a GPU backend; also -ngl")
+        ->capture_default_str()->check(kNonNegative);
+    app.add_flag("-v,--verbose", options.verbose, "Show llama.cpp's own log output");
+}
+
+void add_run_options(CLI::App& app, RunOptions& options) {
+    GenerationOptions& gen = options.generation;
+    SamplingParams& sampling = gen.sampling;
+    add_model_options(app, options);
     app.add_option("-n,--n-predict", gen.max_tokens, "Maximum number of tokens to generate")
         ->capture_default_str()->check(kNonNegative);
     app.add_option("--draft-max,--spec-draft-n-max", gen.draft_max, "Draft tokens proposed per target call (gamma)")
@@ -61,12 +75,6 @@ void add_run_options(CLI::App& app, RunOptions& options) {
     app.add_option("-s,--seed", sampling.seed, "Random seed for sampling")->capture_default_str();
     app.add_option("--stop", gen.stop_strings, "Stop when the output contains this string (repeatable)")
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-    app.add_option("-c,--ctx-size", options.context.n_ctx, "Context size in tokens per sequence (prompt + output)")
-        ->capture_default_str()->check(kPositive);
-    app.add_option("-b,--batch-size", options.context.n_batch, "Prompt-processing batch size")
-        ->capture_default_str()->check(kPositive);
-    app.add_option("-t,--threads", options.context.n_threads, "CPU threads (0 = all)")
-        ->capture_default_str()->check(kNonNegative);
     std::string rules;
     for (const JudgeRule& rule : judge_rules()) rules += fmt::format("\n  {}: {}", rule.name, rule.summary);
     app.add_option("--judge", options.judge.rule, "Verification rule; every rule accepts d_i if relaxed(i), else applies"
@@ -81,10 +89,6 @@ void add_run_options(CLI::App& app, RunOptions& options) {
     app.add_option("--judge-head", options.judge.head_path, "AutoJudge head file (JSON, see docs/autojudge-head.md)");
     app.add_option("--trace", options.trace_path,
                    "Write one JSON line per judged position (KL, entropies, max p, rank, verdict) to this file");
-    app.add_option("--n-gpu-layers", options.model.gpu_layers,
-                   "Layers to offload to the GPU when llama.cpp was built with a GPU backend; also -ngl")
-        ->capture_default_str()->check(kNonNegative);
-    app.add_flag("-v,--verbose", options.verbose, "Show llama.cpp's own log output");
 }
 
 DecodingSession open_session(const RunOptions& options) {
@@ -105,7 +109,7 @@ DecodingSession open_session(const RunOptions& options) {
     session.target = std::make_unique<Model>(target_path, options.model);
     if (!draft_path.empty()) session.draft = std::make_unique<Model>(draft_path, options.model);
     ContextOptions context = options.context;
-    context.hidden_states = session.generation.judge->needs_hidden_states();
+    context.hidden_states = options.context.hidden_states || session.generation.judge->needs_hidden_states();
     session.decoder = std::make_unique<SpeculativeDecoder>(*session.target, session.draft.get(), context);
     if (!options.trace_path.empty()) {
         session.trace = std::make_unique<std::ofstream>(options.trace_path);

@@ -24,6 +24,9 @@ struct RunOptions {
     bool verbose = false;
 };
 
+// Models, context and threads: what every subcommand that loads models takes.
+void add_model_options(CLI::App& app, RunOptions& options);
+// add_model_options plus generation, sampling, drafting and judge flags.
 void add_run_options(CLI::App& app, RunOptions& options);
 
 // Everything a run's flags describe, ready to decode: the models and a decoder whose contexts provide

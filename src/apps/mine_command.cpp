@@ -1,0 +1,116 @@
+// `klspec mine`: label draft/target mismatches as important or not (src/autojudge/mining.h), resumably.
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "apps/autojudge_commands.h"
+#include "apps/run_options.h"
+#include "autojudge/mining_store.h"
+#include "core/error.h"
+
+namespace klspec {
+namespace {
+
+struct MineOptions {
+    RunOptions run;
+    MiningOptions mining;
+    std::string dataset_path;
+    std::string out_dir;
+    size_t limit = 0;
+    bool json = false;
+};
+
+void run_mine(const MineOptions& options) {
+    const std::vector<Problem> problems = read_problems(options.dataset_path, options.limit);
+    RunOptions run = options.run;
+    run.context.hidden_states = true;
+    run.context.n_sequences = 1;
+    DecodingSession session = open_session(run);
+    if (!session.draft) throw Error("mining needs a draft model (-md)");
+
+    const nlohmann::json meta = {{"target", session.target->path()},
+                                 {"draft", session.draft->path()},
+                                 {"dataset", options.dataset_path},
+                                 {"draft_hidden_size", session.draft->n_embd()},
+                                 {"target_hidden_size", session.target->n_embd()},
+                                 {"max_tokens", options.mining.max_tokens},
+                                 {"temperature", options.mining.temperature},
+                                 {"seed", options.mining.seed}};
+    MiningWriter writer(options.out_dir, meta);
+    const size_t already = writer.finished_problems().size();
+    if (already) std::fprintf(stderr, "mine: resuming %s: %zu problems already mined\n", options.out_dir.c_str(), already);
+
+    const bool tty = isatty(fileno(stderr)) != 0;
+    const auto start = std::chrono::steady_clock::now();
+    size_t done = 0, todo = 0, mismatches = 0, important = 0;
+    for (const Problem& p : problems) todo += !writer.finished_problems().contains(p.id);
+    for (const Problem& problem : problems) {
+        if (writer.finished_problems().contains(problem.id)) continue;
+        const auto t0 = std::chrono::steady_clock::now();
+        const ProblemMining mining = mine_problem(*session.decoder, problem, options.mining);
+        writer.append(problem, mining, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        ++done;
+        mismatches += mining.mismatches.size();
+        for (const MinedMismatch& m : mining.mismatches) important += m.important;
+        const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        const double eta = elapsed / double(done) * double(todo - done);
+        const std::string line = fmt::format("mine: {}/{} problems, {} mismatches ({} important), {:.2f} mismatches/s, "
+                                             "elapsed {:.0f} s, ETA {:.0f} s",
+                                             done, todo, mismatches, important, double(mismatches) / elapsed, elapsed, eta);
+        if (tty) std::fprintf(stderr, "\r%s\x1b[K", line.c_str());
+        else if (done % 10 == 0 || done == todo) std::fprintf(stderr, "%s\n", line.c_str());
+    }
+    if (tty && done) std::fputs("\n", stderr);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const nlohmann::json summary = {{"out", options.out_dir},
+                                    {"problems_mined_now", done},
+                                    {"problems_total", writer.finished_problems().size()},
+                                    {"rows_total", writer.rows()},
+                                    {"mismatches_now", mismatches},
+                                    {"important_now", important},
+                                    {"seconds", seconds},
+                                    {"mismatches_per_second", seconds > 0 ? double(mismatches) / seconds : 0.0}};
+    if (options.json) {
+        std::cout << summary.dump() << "\n";
+    } else {
+        std::cout << fmt::format("mined {} problems in {:.1f} s: {} mismatches, {} important ({:.2f} mismatches/s)\n"
+                                 "{} now holds {} problems, {} mismatches\n",
+                                 done, seconds, mismatches, important, summary["mismatches_per_second"].get<double>(),
+                                 options.out_dir, writer.finished_problems().size(), writer.rows());
+    }
+}
+
+}  // namespace
+
+void register_mine_command(CLI::App& app) {
+    auto options = std::make_shared<MineOptions>();
+    CLI::App* cmd = app.add_subcommand(
+        "mine", "AutoJudge mining: label each draft/target mismatch of the target's greedy answers as important "
+                "(swapping the draft token in changes the final answer) or not, with both models' hidden states");
+    add_model_options(*cmd, options->run);
+    cmd->add_option("--dataset", options->dataset_path,
+                    "JSONL problems: {\"question\", \"final\", \"scorer\" (gsm8k|mmlu-pro|lcb-output), \"id\"}")
+        ->required();
+    cmd->add_option("--out", options->out_dir,
+                    "Directory for labels.jsonl, features.f32, problems.jsonl, meta.json; an existing one is resumed")
+        ->required();
+    cmd->add_option("--limit", options->limit, "Use only the first N problems (0 = all)")->capture_default_str();
+    cmd->add_option("-n,--n-predict", options->mining.max_tokens, "Response length at most")
+        ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+    cmd->add_option("--draft-max", options->mining.draft_max,
+                    "gamma of the lossless speculative decoding that writes the target's continuations")
+        ->capture_default_str()->check(CLI::Range(1, 256));
+    cmd->add_option("--temp", options->mining.temperature,
+                    "Sample the continuations after a swap at this temperature (label consistency, Fig. 4); "
+                    "0 = greedy, as DESIGN.md's labels")
+        ->capture_default_str()->check(CLI::Range(0.0, 100.0));
+    cmd->add_option("-s,--seed", options->mining.seed, "Seed of the sampled continuations")->capture_default_str();
+    cmd->add_flag("--json", options->json, "Print one JSON object instead of the summary");
+    cmd->callback([options] { run_mine(*options); });
+}
+
+}  // namespace klspec

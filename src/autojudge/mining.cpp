@@ -1,0 +1,107 @@
+#include "autojudge/mining.h"
+
+#include <fmt/format.h>
+
+#include "core/distribution_stats.h"
+#include "core/error.h"
+#include "core/judged_position.h"
+
+namespace klspec {
+namespace {
+
+std::string text_of(const Model& model, std::span<const int32_t> tokens) {
+    std::string text;
+    for (int32_t token : tokens)
+        if (!model.is_end_of_generation(token)) text += model.piece(token);
+    return text;
+}
+
+std::span<const float> row(const std::vector<float>& rows, int32_t width, int32_t index) {
+    return {rows.data() + static_cast<size_t>(index) * static_cast<size_t>(width), static_cast<size_t>(width)};
+}
+
+}  // namespace
+
+ProblemMining mine_problem(SpeculativeDecoder& decoder, const Problem& problem, const MiningOptions& options) {
+    if (!decoder.has_draft()) throw Error("mining needs a draft model (-md)");
+    const Model& target = decoder.target();
+    GenerationOptions generation;
+    generation.draft_max = options.draft_max;
+    generation.sampling.seed = options.seed;
+
+    // The target's continuation of `prefix` (prompt included): vanilla speculative decoding, which is
+    // lossless, so greedy it is exactly the target's own greedy text, only faster.
+    ProblemMining mining;
+    const auto continuation = [&](std::vector<int32_t> prefix, int32_t budget, bool sampled) {
+        generation.max_tokens = budget;
+        generation.sampling.temperature = sampled ? options.temperature : 0.0f;
+        if (budget <= 0) return std::vector<int32_t>{};
+        ++mining.continuations;
+        Sequence seq = decoder.start(0, std::move(prefix), generation);
+        Sequence* const batch[] = {&seq};
+        while (!seq.finished()) decoder.step(batch);
+        return seq.take_result().tokens;
+    };
+
+    const std::vector<int32_t> prompt = target.tokenize(problem.prompt, /*add_bos=*/true);
+    const auto P = static_cast<int32_t>(prompt.size());
+    std::vector<int32_t> sequence = prompt;  // prompt + the current response R
+    {
+        const std::vector<int32_t> response = continuation(prompt, options.max_tokens, /*sampled=*/false);
+        sequence.insert(sequence.end(), response.begin(), response.end());
+    }
+    const std::optional<std::string> answer =
+        extract_answer(problem.scorer, text_of(target, std::span(sequence).subspan(static_cast<size_t>(P))));
+    ForwardResult draft_pass = decoder.forward(ModelRole::Draft, sequence, /*with_hidden=*/false);
+    ++mining.forward_passes;
+
+    for (int32_t i = 0; P + i < static_cast<int32_t>(sequence.size()); ++i) {
+        const int32_t d = argmax(row(draft_pass.logits, draft_pass.n_vocab, P + i - 1));
+        if (d == sequence[static_cast<size_t>(P + i)]) continue;
+
+        // Swap d in and let the target go on from there (nothing to continue after an end token).
+        std::vector<int32_t> swapped(sequence.begin(), sequence.begin() + P + i);
+        swapped.push_back(d);
+        if (!target.is_end_of_generation(d)) {
+            const std::vector<int32_t> rest = continuation(swapped, options.max_tokens - (i + 1), /*sampled=*/true);
+            swapped.insert(swapped.end(), rest.begin(), rest.end());
+        }
+        const ForwardResult target_pass = decoder.forward(ModelRole::Target, swapped, /*with_hidden=*/true);
+        ForwardResult swapped_draft_pass = decoder.forward(ModelRole::Draft, swapped, /*with_hidden=*/true);
+        mining.forward_passes += 2;
+
+        MinedMismatch m;
+        m.problem_id = problem.id;
+        m.position = i;
+        m.draft_token = d;
+        m.target_token = sequence[static_cast<size_t>(P + i)];
+        m.answer = answer;
+        m.answer_after_swap =
+            extract_answer(problem.scorer, text_of(target, std::span(swapped).subspan(static_cast<size_t>(P))));
+        m.important = m.answer_after_swap != answer;
+        const std::span<const float> target_hidden = row(target_pass.hidden, target_pass.n_embd, P + i);
+        const std::span<const float> draft_hidden = row(swapped_draft_pass.hidden, swapped_draft_pass.n_embd, P + i);
+        m.target_hidden.assign(target_hidden.begin(), target_hidden.end());
+        m.draft_hidden.assign(draft_hidden.begin(), draft_hidden.end());
+        // p_i and q_i are the rows that predicted position i (unchanged by the swap, which comes after them).
+        DraftPosition position;
+        position.target_logits = row(target_pass.logits, target_pass.n_vocab, P + i - 1);
+        position.draft_logits = row(swapped_draft_pass.logits, swapped_draft_pass.n_vocab, P + i - 1);
+        position.draft_token = d;
+        const JudgedPosition stats = describe_position(position);
+        m.kl = stats.kl;
+        m.target_entropy = stats.target_entropy;
+        m.draft_entropy = stats.draft_entropy;
+        m.target_max_probability = stats.target_max_probability;
+
+        if (!m.important) {  // the swap is harmless: its continuation becomes the response
+            sequence = std::move(swapped);
+            draft_pass = std::move(swapped_draft_pass);
+        }
+        mining.mismatches.push_back(std::move(m));
+    }
+    mining.final_response.assign(sequence.begin() + P, sequence.end());
+    return mining;
+}
+
+}  // namespace klspec

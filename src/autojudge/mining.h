@@ -1,0 +1,55 @@
+// AutoJudge mining (DESIGN.md, "AutoJudge training"; after garipovroma/autojudge find_important_tokens.py):
+// which draft/target mismatches change the final answer.
+//
+// For one problem: the target's greedy response R and its answer A. Then, repeatedly, the first position
+// i after the last handled one where the draft's greedy token d differs from R[i]; the target continues
+// greedily from R[0..i) + d; its answer A' is scored with the problem's scorer. A' != A: "important"
+// (label 1), R stays. A' == A: "unimportant" (label 0), the continuation becomes R. Until no mismatch is
+// left. Each mismatch carries the AutoJudge features: both models' last-layer hidden states at the position
+// whose input token is d, and the judge statistics of p_i and q_i (for the paper's analyses).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/speculative_decoder.h"
+#include "eval/dataset.h"
+
+namespace klspec {
+
+struct MiningOptions {
+    int32_t max_tokens = 256;  // response length at most (the original and every continuation)
+    int32_t draft_max = 8;     // γ of the (lossless, vanilla) speculative decoding that writes continuations
+    // Continuations after a swap: greedy (temperature 0, the labels of DESIGN.md) or sampled with this
+    // seed (the paper's label-consistency analysis, Fig. 4). The original response is always greedy.
+    float temperature = 0.0f;
+    uint64_t seed = 0;
+};
+
+struct MinedMismatch {
+    std::string problem_id;
+    int32_t position = 0;         // index in the response (0 = first generated token)
+    int32_t draft_token = -1;     // d, the draft's greedy token
+    int32_t target_token = -1;    // R[i], the target's token there
+    bool important = false;       // label 1: swapping d in changes the final answer
+    std::optional<std::string> answer;              // A, the response's answer before the swap
+    std::optional<std::string> answer_after_swap;   // A'
+    double kl = 0, target_entropy = 0, draft_entropy = 0, target_max_probability = 0;  // of p_i, q_i (T = 1)
+    std::vector<float> draft_hidden;   // h_draft at the position whose input token is d
+    std::vector<float> target_hidden;  // h_target there
+};
+
+struct ProblemMining {
+    std::vector<MinedMismatch> mismatches;
+    std::vector<int32_t> final_response;  // R after every adopted swap
+    int32_t forward_passes = 0;           // teacher-forced passes (both models)
+    int32_t continuations = 0;
+};
+
+// `decoder` must have a draft and hidden states (ContextOptions::hidden_states); it uses sequence id 0.
+ProblemMining mine_problem(SpeculativeDecoder& decoder, const Problem& problem, const MiningOptions& options);
+
+}  // namespace klspec
