@@ -37,7 +37,7 @@ class ReasoningTasks:
 
 class TestbedTasks:
     name = "testbed"
-    max_new = 224  # the longest word-problem solutions are ~190 tokens
+    max_new = 320  # the longest word-problem solutions are ~315 tokens (decomposed steps, testbed v2)
 
     def __init__(self, mix="word=2,choice=1,trace=1"):
         sys.path.insert(0, TESTBED)

@@ -78,15 +78,149 @@ RESTATE = ["That is {c}.", "So that makes {c}.", "Now we have {c}.", "We have {c
            "That gives {c} in all."]
 
 
+OP_WORD = {"+": "plus", "-": "minus", "x": "times", "/": "divided by"}
+
+
+def _parts(n):
+    """The nonzero place parts of n, largest first: 183 -> [100, 80, 3], 60 -> [60], 0 -> []."""
+    s = str(n)
+    return [int(d) * 10 ** (len(s) - 1 - i) for i, d in enumerate(s) if d != "0"]
+
+
+def is_primitive(a, op, b):
+    """A step that is one one-digit fact plus copying (with at most one carry/borrow chain): + with at
+    most one column where both operands have a nonzero digit; - of a number with one nonzero digit (or a
+    multiple of ten whose tens number is at most 9 below a's, as in long division);
+    x of two numbers with one nonzero digit each; / whose quotient has one nonzero digit."""
+    if op == "+":
+        da, db = str(a)[::-1], str(b)[::-1]
+        return sum(1 for i in range(min(len(da), len(db))) if da[i] != "0" and db[i] != "0") <= 1
+    if op == "-":  # or a remainder in long division: 370 - 350 = 20 is 37 - 35 = 2 with the 0 copied
+        return len(_parts(b)) <= 1 or (b % 10 == 0 and 0 <= a // 10 - b // 10 < 10)
+    if op == "x":
+        return len(_parts(a)) <= 1 and len(_parts(b)) <= 1
+    return len(_parts(a // b)) <= 1
+
+
+def decompose(a, op, b):
+    """The sub-steps [(x, op, y, z), ...] of a non-primitive step a op b, each of them primitive, every
+    sub-result explicit; None for a primitive step.
+      +  split the smaller operand into its place parts, add them one by one to the larger:
+         183 + 88 -> 183 + 80 = 263, 263 + 8 = 271
+      -  split the subtrahend: 183 - 88 -> 183 - 80 = 103, 103 - 8 = 95
+      x  split the operand with several nonzero digits (the other has one): 23 x 4 -> 20 x 4 = 80,
+         3 x 4 = 12, 80 + 12 = 92
+      /  long division by the quotient's place parts: 216 / 4 -> 4 x 50 = 200, 216 - 200 = 16,
+         16 / 4 = 4, 50 + 4 = 54"""
+    if is_primitive(a, op, b):
+        return None
+    subs = []
+    if op in "+-":
+        base, s = (a, b) if op == "-" or a >= b else (b, a)
+        for p in _parts(s):
+            subs.append((base, op, p, apply(op, base, p)))
+            base = subs[-1][3]
+        return subs
+    if op == "x":
+        m, d = (a, b) if len(_parts(a)) > 1 else (b, a)
+        if len(_parts(d)) > 1:
+            raise ValueError(f"{a} x {b}: both operands have several digits")
+        prods = [(p, "x", d, p * d) for p in _parts(m)]
+        subs += prods
+        total = prods[0][3]
+        for pr in prods[1:]:
+            subs.append((total, "+", pr[3], total + pr[3]))
+            total += pr[3]
+        return subs
+    q, rem = a // b, a
+    qp = _parts(q)
+    for p in qp[:-1]:
+        subs.append((b, "x", p, b * p))
+        subs.append((rem, "-", b * p, rem - b * p))
+        rem -= b * p
+    subs.append((rem, "/", b, qp[-1]))
+    total = qp[0]
+    for p in qp[1:]:
+        subs.append((total, "+", p, total + p))
+        total += p
+    return subs
+
+
+def _chain(a, op, b, sym):
+    """The decomposition of a non-primitive +, - or x step as one chain of equal expressions, without
+    the statement: 183 + 88 -> ["183 + 80 + 8", "263 + 8", "271"]; 23 x 4 -> ["20 x 4 + 3 x 4", "80 + 12",
+    "92"]."""
+    if op in "+-":
+        base, s = (a, b) if op == "-" or a >= b else (b, a)
+        terms = [base] + _parts(s)
+        out = []
+        while True:
+            out.append(f" {sym[op]} ".join(map(str, terms)))
+            if len(terms) == 1:
+                return out
+            terms = [apply(op, terms[0], terms[1])] + terms[2:]
+    m, d = (a, b) if len(_parts(a)) > 1 else (b, a)
+    ps = _parts(m)
+    out = [" + ".join(f"{p} {sym['x']} {d}" for p in ps)]
+    terms = [p * d for p in ps]
+    while True:
+        out.append(" + ".join(map(str, terms)))
+        if len(terms) == 1:
+            return out
+        terms = [terms[0] + terms[1]] + terms[2:]
+
+
+SYM_TEXT = {"+": "+", "-": "-", "x": "x", "/": "/"}
+SYM_CODE = {"+": "+", "-": "-", "x": "*"}
+
+
+def work(a, op, b):
+    """For program traces: the text between "a op b = " and the result, "" for a primitive step:
+    23 * 4 -> "20 * 4 + 3 * 4 = 80 + 12 = " (so "23 * 4 = 20 * 4 + 3 * 4 = 80 + 12 = 92")."""
+    if is_primitive(a, op, b):
+        return ""
+    return " = ".join(_chain(a, op, b, SYM_CODE)[:-1]) + " = "
+
+
+def _eq(x, op, y, z):
+    return f"{x} {SYM_TEXT[op]} {y} = {z}"
+
+
+def _join_and(es):
+    return es[0] if len(es) == 1 else ", ".join(es[:-1]) + " and " + es[-1]
+
+
+# Ways to write a decomposed step: E = the sub-equations, H = the statement ("88 + 183"), Hw = the
+# statement in words ("88 plus 183"), c = the result. Index 4 is the chain form for +, - and x.
+DECOMP_FRAMES = [
+    lambda E, H, Hw, c, ch: f"{H}: {', '.join(E)}.",
+    lambda E, H, Hw, c, ch: f"{Hw}: " + ", then ".join(E) + ".",
+    lambda E, H, Hw, c, ch: f"First {E[0]}. " + " ".join(f"Then {e}." for e in E[1:]),
+    lambda E, H, Hw, c, ch: f"{H} in steps: " + "; ".join(E) + ".",
+    lambda E, H, Hw, c, ch: (f"{H} = " + " = ".join(ch) + ".") if ch else f"To find {H}: {', '.join(E)}.",
+    lambda E, H, Hw, c, ch: ". ".join(E) + f". So {H} = {c}.",
+    lambda E, H, Hw, c, ch: f"For {H}, " + _join_and(E) + ".",
+]
+
+
 def render_step(style, a, op, b, c, unit=None, connective=False):
-    """One arithmetic step in one of >= 6 phrasings; + and x may swap their operands; optional
-    connective in front, optional unit after the result, optional restatement after."""
+    """One arithmetic step. A primitive step (is_primitive) in one of >= 6 phrasings; any other step as
+    its mandatory decomposition into primitive sub-steps (decompose) in one of 7 frames. + and x may
+    swap their operands in the statement; optional connective in front, optional unit after the result,
+    optional restatement after."""
+    subs = decompose(a, op, b)
     if op in "+x" and style.chance(0.3):
         a, b = b, a
-    s = style.pick(STEP_PHRASES[op]).format(a=a, b=b, c=c)
+    if subs is None:
+        s = style.pick(STEP_PHRASES[op]).format(a=a, b=b, c=c)
+    else:
+        E = [_eq(*t) for t in subs]
+        ch = _chain(a, op, b, SYM_TEXT) if op != "/" else None
+        frame = style.pick(DECOMP_FRAMES)
+        s = frame(E, _eq(a, op, b, c).rsplit(" = ", 1)[0], f"{a} {OP_WORD[op]} {b}", c, ch)
     if unit and s.endswith(f" {c}.") and style.chance(0.25):
         s = s[:-1] + f" {unit}."
-    if connective and style.chance(0.35):
+    if connective and not s.startswith("First ") and style.chance(0.35):
         s = style.pick(CONNECTIVES) + _low(s)
     if style.chance(0.12):
         s += " " + style.pick(RESTATE).format(c=c)
@@ -139,7 +273,7 @@ def make_word(rng):
     name, pron = rng.choice(NAMES)
     P, o = pron.capitalize(), ("him" if pron == "he" else "her")
     items = rng.choice(ITEMS)
-    n_ops = rng.randint(2, 5)
+    n_ops = rng.choices([2, 3, 4, 5], weights=[3, 3, 2, 1])[0]  # long 5-step solutions rarer (length)
     story = []
     # plan: a list of ("step", a, op, b, c) and ("any-order", [step, step]) entries, then the closing
     plan = []
@@ -194,7 +328,7 @@ def make_word(rng):
             elif op == "x":
                 b = rng.randint(2, 9)
             else:
-                divisors = [d for d in range(2, 10) if value % d == 0 and value // d >= 2]
+                divisors = [d for d in range(2, 10) if value % d == 0 and 2 <= value // d <= 99]
                 if not divisors:
                     continue
                 b = rng.choice(divisors)
@@ -302,7 +436,7 @@ def make_choice(rng):
         stem, (x, op, y) = f"What is {b * qv} / {b}?", (b * qv, "/", b)
     elif kind == "unit":
         small, big, one, f = rng.choice(UNITS)
-        n = rng.randint(2, 15)
+        n = rng.randint(2, 15 if len(_parts(f)) == 1 else 9)  # one factor keeps one nonzero digit
         stem, (x, op, y) = f"How many {small} are in {n} {big}?", (n, "x", f)
         fact = [f"There are {f} {small} in {one}.", f"{_cap(one)} has {f} {small}.",
                 f"Each of the {big} has {f} {small}.", f"One of the {big} is {f} {small}.",
@@ -321,7 +455,7 @@ def make_choice(rng):
         stem = "What number comes next: " + ", ".join(map(str, seq)) + ", ?"
         x, op, y = seq[-1], "+", d
         fact = [f"The step is {d}.", f"Each number is {d} more.", f"The numbers go up by {d}.",
-                f"{seq[1]} - {seq[0]} = {d}.", f"The difference is {d}.", f"It adds {d} each time."]
+                f"From {seq[0]} to {seq[1]} is {d}.", f"The difference is {d}.", f"It adds {d} each time."]
     else:
         s = rng.randint(11, 99)
         stem, (x, op, y) = f"A square has sides of {s} cm. What is its perimeter in cm?", (s, "x", 4)
@@ -350,19 +484,21 @@ def make_choice(rng):
 # Program tracing (LiveCodeBench-like)
 VARS = ["a", "b", "c", "x", "y", "n", "s", "t", "k", "m"]
 SET_CONST = ["{v} = {n}.", "{v} is {n}.", "{v} starts at {n}.", "Set {v} to {n}.", "{v} gets {n}.", "{v} holds {n}."]
-SET_EXPR = ["{v} = {x} {op} {y} = {c}.", "{v} = {e} = {c}.", "{v} is {x} {op} {y}, which is {c}.",
-            "{x} {op} {y} = {c}, so {v} = {c}.", "{v} becomes {x} {op} {y} = {c}.",
-            "{v} = {c}, since {x} {op} {y} = {c}.", "Now {v} = {x} {op} {y} = {c}."]
-EVAL_EXPR = ["{e} = {x} {op} {y} = {c}.", "{x} {op} {y} = {c}.", "{e} is {c}.", "That is {x} {op} {y}, or {c}.",
-             "{e} gives {c}.", "We print {x} {op} {y} = {c}."]
+# {w} is the mandatory decomposition of a non-primitive step (work()), "" for a primitive one
+SET_EXPR = ["{v} = {x} {op} {y} = {w}{c}.", "{v} = {e} = {x} {op} {y} = {w}{c}.", "{v} is {x} {op} {y}, which is {w}{c}.",
+            "{x} {op} {y} = {w}{c}, so {v} = {c}.", "{v} becomes {x} {op} {y} = {w}{c}.",
+            "Since {x} {op} {y} = {w}{c}, {v} = {c}.", "Now {v} = {x} {op} {y} = {w}{c}."]
+EVAL_EXPR = ["{e} = {x} {op} {y} = {w}{c}.", "{x} {op} {y} = {w}{c}.", "{e} is {x} {op} {y} = {w}{c}.",
+             "That is {x} {op} {y}, or {w}{c}.", "{e} gives {x} {op} {y} = {w}{c}.", "We print {x} {op} {y} = {w}{c}."]
 COND_TRUE = ["{x} {cmp} {k} is true.", "Since {x} {cmp} {k}, the if branch runs.", "{x} {cmp} {k} holds.",
              "The test {x} {cmp} {k} is True.", "Is {x} {cmp} {k}? Yes.", "{x} {cmp} {k}, so we take the if branch."]
 COND_FALSE = ["{x} {cmp} {k} is false.", "Since {x} {cmp} {k} fails, we skip the if.", "{x} {cmp} {k} does not hold.",
               "The test {x} {cmp} {k} is False.", "Is {x} {cmp} {k}? No.", "{x} {cmp} {k} is not true."]
 LOOP_INTRO = ["The loop runs {n} times.", "i goes from 0 to {m}.", "range({n}) gives i = 0 to {m}.",
               "There are {n} steps.", "The loop has {n} rounds.", "We loop {n} times."]
-LOOP_STEP = ["i = {i}: {v} = {x} {op} {y} = {c}.", "With i = {i}, {v} = {c}.", "i is {i}, so {v} becomes {x} {op} {y} = {c}.",
-             "When i = {i}, {v} = {x} {op} {y} = {c}.", "Step i = {i}: {x} {op} {y} = {c}.", "i = {i} gives {v} = {c}."]
+LOOP_STEP = ["i = {i}: {v} = {x} {op} {y} = {w}{c}.", "With i = {i}, {v} = {x} {op} {y} = {w}{c}.",
+             "i is {i}, so {v} becomes {x} {op} {y} = {w}{c}.", "When i = {i}, {v} = {x} {op} {y} = {w}{c}.",
+             "Step i = {i}: {x} {op} {y} = {w}{c}.", "i = {i} gives {v} = {x} {op} {y} = {w}{c}."]
 CLOSE_TRACE = ["Output: {out}", "It prints {out}.\nOutput: {out}", "The program prints {out}.\nOutput: {out}",
                "So it prints {out}.\nOutput: {out}", "So the output is {out}.\nOutput: {out}",
                "The result is {out}.\nOutput: {out}"]
@@ -407,7 +543,7 @@ def make_trace(rng):
                 e = f"{u} {CODE_OP[op]} {y}"
             code.append(f"{v} = {e}")
             steps.append(lambda st, v=v, x=env[u], op=op, y=y, c=c, e=e:
-                         st.pick(SET_EXPR).format(v=v, x=x, op=CODE_OP[op], y=y, c=c, e=e))
+                         st.pick(SET_EXPR).format(v=v, x=x, op=CODE_OP[op], y=y, c=c, e=e, w=work(x, op, y)))
             env[v] = c
         last = names[:len(env)][-1]
         if rng.random() < 0.5:
@@ -420,7 +556,7 @@ def make_trace(rng):
             e = f"{u} {CODE_OP[op]} {w}"
             code.append(f"print({e})")
             steps.append(lambda st, x=env[u], op=op, y=env[w], c=out, e=e:
-                         st.pick(EVAL_EXPR).format(x=x, op=CODE_OP[op], y=y, c=c, e=e))
+                         st.pick(EVAL_EXPR).format(x=x, op=CODE_OP[op], y=y, c=c, e=e, w=work(x, op, y)))
     elif kind == "branch":
         v = names[0]
         x = rng.randint(2, 60)
@@ -439,11 +575,11 @@ def make_trace(rng):
         if taken:
             out = c1
             steps.append(lambda st: st.pick(SET_EXPR).format(v=v, x=x, op=CODE_OP[op1], y=y1, c=c1,
-                                                            e=f"{v} {CODE_OP[op1]} {y1}"))
+                                                            e=f"{v} {CODE_OP[op1]} {y1}", w=work(x, op1, y1)))
         elif has_else:
             out = c2
             steps.append(lambda st: st.pick(SET_EXPR).format(v=v, x=x, op=CODE_OP[op2], y=y2, c=c2,
-                                                            e=f"{v} {CODE_OP[op2]} {y2}"))
+                                                            e=f"{v} {CODE_OP[op2]} {y2}", w=work(x, op2, y2)))
         else:
             out = x
             steps.append(lambda st: st.pick([f"{v} stays {x}.", f"{v} is still {x}.", f"So {v} = {x}.",
@@ -469,7 +605,7 @@ def make_trace(rng):
         for i in range(n):
             c = apply(op, s, y_of(i))
             steps.append(lambda st, i=i, x=s, y=y_of(i), c=c:
-                         st.pick(LOOP_STEP).format(i=i, v=v, x=x, op=CODE_OP[op], y=y, c=c))
+                         st.pick(LOOP_STEP).format(i=i, v=v, x=x, op=CODE_OP[op], y=y, c=c, w=work(x, op, y)))
             s = c
         out = s
     elif kind == "func":
@@ -485,8 +621,10 @@ def make_trace(rng):
         steps.append(lambda st: st.pick([f"f({arg}) has {p} = {arg}.", f"We call f with {p} = {arg}.",
                                          f"In f, {p} is {arg}.", f"f({arg}): {p} = {arg}.",
                                          f"The call sets {p} to {arg}.", f"{p} = {arg} inside f."]))
-        steps.append(lambda st: st.pick(EVAL_EXPR).format(e=f"{p} * {k1}", x=arg, op="*", y=k1, c=r1))
-        steps.append(lambda st: st.pick(EVAL_EXPR).format(e=f"{r1} {op2} {k2}", x=r1, op=op2, y=k2, c=r2))
+        steps.append(lambda st: st.pick(EVAL_EXPR).format(e=f"{p} * {k1}", x=arg, op="*", y=k1, c=r1,
+                                                          w=work(arg, "x", k1)))
+        steps.append(lambda st: st.pick(EVAL_EXPR).format(e=f"{arg} * {k1} {op2} {k2}", x=r1, op=op2, y=k2, c=r2,
+                                                          w=work(r1, op2, k2)))
         out = r2
     else:  # list
         v = rng.choice(["xs", "nums", "vals"])
