@@ -2,7 +2,8 @@
 # Installs the Debian packages klspec builds and tests with. Idempotent: installs only what is missing.
 set -euo pipefail
 packages=(build-essential cmake git
-          libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev)
+          libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
+          liblinear-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -68,6 +68,7 @@ CommandResult run_command(const std::string& command_line) {
 std::string temp_path(const std::string& name) {
     const auto dir = std::filesystem::temp_directory_path() / "klspec-tests";
     std::filesystem::create_directories(dir);
+    std::filesystem::remove_all(dir / name);  // fresh: nothing left from an earlier run
     return (dir / name).string();
 }
 

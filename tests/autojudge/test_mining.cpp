@@ -1,0 +1,224 @@
+// Mining on real models: labels against an independent target-only replay, known-label cases, resuming,
+// and a head that reads one coordinate of h_draft (features line up with positions).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "autojudge/mining.h"
+#include "autojudge/mining_store.h"
+#include "core/distribution_stats.h"
+#include "core/judges/autojudge.h"
+#include "test_support.h"
+
+namespace klspec {
+namespace {
+
+ContextOptions mining_context() {
+    ContextOptions context;
+    context.n_ctx = 512;
+    context.n_threads = 1;
+    context.hidden_states = true;
+    return context;
+}
+
+std::string text_of(const Model& model, const std::vector<int32_t>& tokens) {
+    std::string text;
+    for (int32_t t : tokens)
+        if (!model.is_end_of_generation(t)) text += model.piece(t);
+    return text;
+}
+
+// The target's own greedy continuation of `prefix`, decoded without a draft.
+std::vector<int32_t> target_only_greedy(SpeculativeDecoder& target_only, std::vector<int32_t> prefix, int32_t n) {
+    if (n <= 0) return {};
+    GenerationOptions options;
+    options.max_tokens = n;
+    Sequence seq = target_only.start(0, std::move(prefix), options);
+    Sequence* const batch[] = {&seq};
+    while (!seq.finished()) target_only.step(batch);
+    return seq.take_result().tokens;
+}
+
+// Replays DESIGN.md's procedure step by step with a target-only decoder and checks every mined row.
+TEST(Mining, LabelsMatchAnIndependentTargetOnlyReplay) {
+    const Model target(test::kReasoningTarget);
+    const Model draft(test::kReasoningDraft);
+    SpeculativeDecoder decoder(target, &draft, mining_context());
+    ContextOptions plain = mining_context();
+    plain.hidden_states = false;
+    SpeculativeDecoder target_only(target, nullptr, plain);
+    SpeculativeDecoder draft_only(draft, nullptr, mining_context());
+    const std::vector<Problem> problems = read_problems(test::kReasoningTestSet, 3);
+    MiningOptions options;
+    options.max_tokens = 120;
+    size_t important = 0, unimportant = 0;
+    for (const Problem& problem : problems) {
+        const ProblemMining mined = mine_problem(decoder, problem, options);
+        const std::vector<int32_t> prompt = target.tokenize(problem.prompt, true);
+        const size_t P = prompt.size();
+        std::vector<int32_t> response = target_only_greedy(target_only, prompt, options.max_tokens);
+        const std::optional<std::string> answer = extract_answer(problem.scorer, text_of(target, response));
+        size_t next = 0;  // the first position not handled yet
+        for (const MinedMismatch& m : mined.mismatches) {
+            std::vector<int32_t> sequence = prompt;
+            sequence.insert(sequence.end(), response.begin(), response.end());
+            const ForwardResult pass = draft_only.forward(ModelRole::Target, sequence, false);
+            // No mismatch between the last handled position and this one; a mismatch here.
+            for (size_t i = next; i < size_t(m.position); ++i)
+                ASSERT_EQ(argmax(std::span(pass.logits).subspan((P + i - 1) * size_t(pass.n_vocab), size_t(pass.n_vocab))),
+                          response[i]) << problem.id << " @" << i;
+            const int32_t d = argmax(std::span(pass.logits).subspan((P + size_t(m.position) - 1) * size_t(pass.n_vocab),
+                                                                    size_t(pass.n_vocab)));
+            ASSERT_EQ(d, m.draft_token);
+            ASSERT_EQ(response[size_t(m.position)], m.target_token);
+            ASSERT_NE(m.draft_token, m.target_token);
+            std::vector<int32_t> swapped(response.begin(), response.begin() + m.position);
+            swapped.push_back(d);
+            std::vector<int32_t> prefix = prompt;
+            prefix.insert(prefix.end(), swapped.begin(), swapped.end());
+            // The feature is the draft's hidden state of the pass whose input token is d.
+            const ForwardResult at_d = draft_only.forward(ModelRole::Target, prefix, true);
+            for (size_t j = 0; j < m.draft_hidden.size(); ++j)
+                ASSERT_NEAR(m.draft_hidden[j], at_d.hidden[(prefix.size() - 1) * size_t(at_d.n_embd) + j], 1e-3) << j;
+            const std::vector<int32_t> rest = target_only_greedy(target_only, prefix, options.max_tokens - m.position - 1);
+            swapped.insert(swapped.end(), rest.begin(), rest.end());
+            const std::optional<std::string> answer_after = extract_answer(problem.scorer, text_of(target, swapped));
+            EXPECT_EQ(m.answer, answer);
+            EXPECT_EQ(m.answer_after_swap, answer_after);
+            EXPECT_EQ(m.important, answer_after != answer);
+            EXPECT_GE(m.kl, 0.0);
+            EXPECT_EQ(m.draft_hidden.size(), size_t(draft.n_embd()));
+            EXPECT_EQ(m.target_hidden.size(), size_t(target.n_embd()));
+            (m.important ? important : unimportant)++;
+            if (!m.important) response = swapped;
+            next = size_t(m.position) + 1;
+        }
+        EXPECT_EQ(mined.final_response, response) << problem.id;
+    }
+    // These problems hold both kinds: a swapped digit that changes the answer, a rephrasing that does not.
+    EXPECT_GT(important, 0u);
+    EXPECT_GT(unimportant, 0u);
+}
+
+// Stories have no "The answer is": no swap can change the (absent) answer, so every swap is harmless and
+// adopted, and the final response is no longer the target's original greedy text.
+TEST(Mining, SwapsThatCannotChangeTheAnswerAreUnimportantAndAdopted) {
+    const Model target(test::kTargetModel);
+    const Model draft(test::kDraftQ4);
+    SpeculativeDecoder decoder(target, &draft, mining_context());
+    Problem problem;
+    problem.id = "story";
+    problem.prompt = test::story_prompts(1).front();
+    MiningOptions options;
+    options.max_tokens = 48;
+    const ProblemMining mined = mine_problem(decoder, problem, options);
+    ASSERT_GT(mined.mismatches.size(), 2u);
+    for (const MinedMismatch& m : mined.mismatches) {
+        EXPECT_FALSE(m.important);
+        EXPECT_EQ(m.answer, std::nullopt);
+        EXPECT_EQ(m.answer_after_swap, std::nullopt);
+    }
+    for (size_t k = 1; k < mined.mismatches.size(); ++k)
+        EXPECT_GT(mined.mismatches[k].position, mined.mismatches[k - 1].position);
+    // The last adopted swap put its draft token in the final response.
+    const MinedMismatch& last = mined.mismatches.back();
+    ASSERT_LT(size_t(last.position), mined.final_response.size());
+    EXPECT_EQ(mined.final_response[size_t(last.position)], last.draft_token);
+}
+
+// An interrupted run (rows of a half-mined problem on disk) resumes to exactly what one run writes.
+TEST(Mining, ResumesAfterAnInterruptToTheSameRows) {
+    const auto read_file = [](const std::string& path) {
+        std::ifstream in(path, std::ios::binary);
+        return std::string(std::istreambuf_iterator<char>(in), {});
+    };
+    const std::string dataset = test::temp_path("problems.jsonl");
+    {
+        std::ofstream out(dataset);
+        for (int i = 0; i < 4; ++i)
+            out << nlohmann::json{{"id", "s" + std::to_string(i)}, {"question", test::story_prompts(4)[size_t(i)]}}.dump()
+                << "\n";
+    }
+    const std::string once = test::temp_path("once"), resumed = test::temp_path("resumed");
+    const std::string common = test::kCli + " mine -m " + test::kTargetModel + " -md " + test::kDraftQ4 +
+                               " -t 1 -n 32 --dataset " + dataset;
+    ASSERT_EQ(test::run_command(common + " --out " + once).exit_code, 0);
+    const test::CommandResult first = test::run_command(common + " --limit 2 --out " + resumed);
+    ASSERT_EQ(first.exit_code, 0) << first.output;
+    // A kill mid-problem leaves rows that problems.jsonl does not account for.
+    std::ofstream(resumed + "/labels.jsonl", std::ios::app) << R"({"problem_id": "s2", "position": 1})" << "\n";
+    std::ofstream(resumed + "/features.f32", std::ios::app | std::ios::binary) << "partial row";
+    const test::CommandResult second = test::run_command(common + " --out " + resumed);
+    ASSERT_EQ(second.exit_code, 0) << second.output;
+    EXPECT_NE(second.output.find("2 problems already mined"), std::string::npos) << second.output;
+    EXPECT_EQ(read_file(resumed + "/labels.jsonl"), read_file(once + "/labels.jsonl"));
+    EXPECT_EQ(read_file(resumed + "/features.f32"), read_file(once + "/features.f32"));
+    EXPECT_GT(read_file(once + "/labels.jsonl").size(), 0u);
+    // Another model pair into the same directory is refused, in one line.
+    const test::CommandResult other =
+        test::run_command(test::kCli + " mine -m " + test::kTargetModel + " -md " + test::kDraftQ8 +
+                          " -t 1 -n 32 --dataset " + dataset + " --out " + resumed);
+    EXPECT_EQ(other.exit_code, 1);
+    EXPECT_NE(other.output.find("klspec: error: "), std::string::npos) << other.output;
+    EXPECT_NE(other.output.find("use another --out"), std::string::npos) << other.output;
+}
+
+TEST(AutoJudgeCommands, BadInputGivesOneLineErrors) {
+    for (const std::string& args : {std::string(" train-judge /nonexistent/dir --out /tmp/h.json"),
+                                    " mine -m " + test::kTargetModel + " --dataset " + test::kReasoningTestSet +
+                                        " --out " + test::temp_path("m"),
+                                    std::string(" analyze /nonexistent/dir")}) {
+        const test::CommandResult r = test::run_command(test::kCli + args);
+        EXPECT_EQ(r.exit_code, 1) << args << ": " << r.output;
+        EXPECT_EQ(r.output.rfind("klspec: error: ", 0), 0u) << r.output;
+        EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+    }
+}
+
+// A head that reads one coordinate of h_draft sees, at each judged position, that coordinate of the pass
+// whose INPUT token is d_i (the feature mining stores), not its neighbour's.
+TEST(AutoJudgeHeadFeatures, OneDraftCoordinateLinesUpWithTheDraftTokensPass) {
+    const Model target(test::kTargetModel);
+    const Model draft(test::kDraftQ4);
+    SpeculativeDecoder decoder(target, &draft, mining_context());
+    constexpr size_t kCoordinate = 5;
+    AutoJudgeHead head;
+    head.draft_hidden_size = size_t(draft.n_embd());
+    head.target_hidden_size = size_t(target.n_embd());
+    const size_t n = head.draft_hidden_size + head.target_hidden_size;
+    head.mean.assign(n, 0.0);
+    head.scale.assign(n, 1.0);
+    head.weights.assign(n, 0.0);
+    head.weights[kCoordinate] = 1.0;  // s = σ(h_draft[5])
+    head.threshold = 0.0;             // never relaxes: the output stays the target's
+    std::vector<JudgedPosition> judged;
+    decoder.set_observer([&](const JudgedPosition& p) {
+        if (p.verdict.judged) judged.push_back(p);
+    });
+    GenerationOptions options;
+    options.max_tokens = 48;
+    options.draft_max = 6;
+    options.judge = std::make_shared<AutoJudge>(head, 0.0);
+    const std::string prompt = test::story_prompts(1).front();
+    const GenerationResult result = decoder.generate(prompt, options);
+    ASSERT_GT(judged.size(), 2u);
+    std::vector<int32_t> sequence = target.tokenize(prompt, true);
+    sequence.insert(sequence.end(), result.tokens.begin(), result.tokens.end());
+    for (const JudgedPosition& p : judged) {
+        std::vector<int32_t> prefix(sequence.begin(), sequence.begin() + p.position);
+        prefix.push_back(p.draft_token);
+        const ForwardResult pass = decoder.forward(ModelRole::Draft, prefix, true);
+        const double at_d = pass.hidden[(prefix.size() - 1) * size_t(pass.n_embd) + kCoordinate];
+        const double before = pass.hidden[(prefix.size() - 2) * size_t(pass.n_embd) + kCoordinate];
+        const double seen = std::log(p.verdict.decision.statistic / (1 - p.verdict.decision.statistic));  // logit of s
+        EXPECT_NEAR(seen, at_d, 0.15) << "position " << p.position;
+        if (std::abs(at_d - before) > 0.5) {
+            EXPECT_GT(std::abs(seen - before), 0.3) << "position " << p.position;
+        }
+    }
+}
+
+}  // namespace
+}  // namespace klspec
