@@ -3,7 +3,7 @@
 set -euo pipefail
 packages=(build-essential cmake git
           libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
-          liblinear-dev)
+          liblinear-dev gnuplot-nox)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
