@@ -2,8 +2,9 @@
 """AutoJudge against KL on one dataset (issue 9): accuracy, MAT, acceptance and speed per setting.
 
 Runs `klspec bench --json` once per setting on the same problems and models and prints a Markdown table.
-Settings: vanilla, kl:TAU (confidence mask 0.9, DESIGN.md), kl-nomask:TAU, autojudge:TAU (needs --head);
-`autojudge:q0.6` takes the head file's threshold candidate at validation quantile 0.6.
+Settings: vanilla, kl:TAU (confidence mask 0.9, DESIGN.md), kl-nomask:TAU, autojudge:TAU (needs --head;
+`autojudge:q0.6` takes the head file's threshold candidate at validation quantile 0.6), topk:K,
+topn-delta:N/DELTA, and RULE:THRESHOLD for the other rules (target-entropy, prob-threshold, typical, ...).
 """
 import argparse
 import json
@@ -26,7 +27,12 @@ def judge_args(setting, head):
             cands = json.loads(Path(head).read_text())["threshold_candidates"]
             value = f'{min(cands, key=lambda c: abs(c["quantile"] - q))["threshold"]:.4f}'
         return ["--judge", "autojudge", "--judge-head", str(head), "--judge-threshold", value], rule, value
-    raise SystemExit(f"unknown setting {setting}")
+    if rule == "topk":
+        return ["--judge", "topk", "--judge-topk", value], rule, value
+    if rule == "topn-delta":  # topn-delta:N/DELTA
+        n, _, delta = value.partition("/")
+        return ["--judge", rule, "--judge-topk", n, "--judge-threshold", delta], rule, value
+    return ["--judge", rule, "--judge-threshold", value], rule, value  # target-entropy, prob-threshold, typical, ...
 
 
 def main():

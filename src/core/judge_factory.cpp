@@ -8,6 +8,7 @@
 #include "core/judges/autojudge.h"
 #include "core/judges/entropy_judges.h"
 #include "core/judges/kl_judge.h"
+#include "core/judges/probability_judges.h"
 #include "core/judges/topk_judge.h"
 
 namespace klspec {
@@ -15,6 +16,13 @@ namespace {
 
 // τ of the rules whose threshold is any non-negative number (checked by make_judge).
 double threshold_of(const JudgeOptions& options) { return *options.threshold; }
+
+// τ of the rules whose threshold is a probability.
+double probability_threshold_of(const JudgeOptions& options) {
+    if (*options.threshold > 1)
+        throw Error(fmt::format("judge {}: threshold must be in [0, 1], got {}", options.rule, *options.threshold));
+    return *options.threshold;
+}
 
 const std::array kRules{
     JudgeRule{.name = VanillaJudge::kName,
@@ -43,6 +51,26 @@ const std::array kRules{
               .threshold = Knob::Required,
               .make = [](const JudgeOptions& o) -> std::unique_ptr<Judge> {
                   return std::make_unique<DraftEntropyJudge>(threshold_of(o));
+              }},
+    JudgeRule{.name = ProbabilityThresholdJudge::kName,
+              .summary = "accept when p(d) >= threshold (SGLang's acceptance threshold)",
+              .threshold = Knob::Required,
+              .make = [](const JudgeOptions& o) -> std::unique_ptr<Judge> {
+                  return std::make_unique<ProbabilityThresholdJudge>(probability_threshold_of(o));
+              }},
+    JudgeRule{.name = TopNDeltaJudge::kName,
+              .summary = "accept when d is in the target's top-N (--judge-topk) and p_top1 - p(d) <= threshold "
+                         "(TensorRT-LLM's relaxed acceptance)",
+              .threshold = Knob::Required,
+              .topk = Knob::Required,
+              .make = [](const JudgeOptions& o) -> std::unique_ptr<Judge> {
+                  return std::make_unique<TopNDeltaJudge>(*o.topk, probability_threshold_of(o));
+              }},
+    JudgeRule{.name = TypicalJudge::kName,
+              .summary = "accept when p(d) > min(threshold, sqrt(threshold) exp(-H(p))) (Medusa's typical acceptance)",
+              .threshold = Knob::Required,
+              .make = [](const JudgeOptions& o) -> std::unique_ptr<Judge> {
+                  return std::make_unique<TypicalJudge>(probability_threshold_of(o));
               }},
     JudgeRule{.name = AutoJudge::kName,
               .summary = "accept when a trained head on hidden states scores < threshold",

@@ -16,10 +16,11 @@ namespace klspec {
 
 struct JudgeOptions {
     std::string rule = "vanilla";
-    // τ: required by kl, target-entropy and draft-entropy (>= 0); optional for autojudge (in [0, 1],
-    // default: the head file's); refused by the other rules.
+    // τ: required by kl, target-entropy and draft-entropy (>= 0) and by prob-threshold, topn-delta (δ) and
+    // typical (ε) (in [0, 1]); optional for autojudge (in [0, 1], default: the head file's); refused by vanilla
+    // and topk.
     std::optional<double> threshold;
-    // K >= 1: required by topk, refused by the other rules.
+    // K >= 1: required by topk and topn-delta (N), refused by the other rules.
     std::optional<int32_t> topk;
     // m in (0, 1], used by kl; 1 disables the mask.
     double confidence_mask = 0.9;

@@ -65,6 +65,9 @@ TEST(JudgeFactory, BuildsEveryRule) {
         options("topk", std::nullopt, 3),
         options("target-entropy", 2.0),
         options("draft-entropy", 0.5),
+        options("prob-threshold", 0.3),
+        options("topn-delta", 0.1, 3),
+        options("typical", 0.09),
         options("autojudge", std::nullopt, std::nullopt, 0.9, head),
         options("autojudge", 0.2, std::nullopt, 0.9, head),
     };
@@ -78,7 +81,7 @@ TEST(JudgeFactory, BuildsEveryRule) {
         EXPECT_FALSE(info.summary.empty());
         ++listed;
     }
-    EXPECT_EQ(listed, 6u);
+    EXPECT_EQ(listed, 9u);
 }
 
 TEST(JudgeFactory, RefusesBadOptions) {
