@@ -127,3 +127,53 @@ TEST(MiningFiles, BadDirectoriesGiveOneLineErrors) {
 
 }  // namespace
 }  // namespace klspec
+
+namespace klspec {
+namespace {
+
+// The CLI end to end on a mining directory of planted-rule rows: train-judge, then analyze with an SVG.
+TEST(AutoJudgeCli, TrainJudgeAndAnalyzeOnAMiningDirectory) {
+    const MinedData data = planted_rule_data();
+    const std::string dir = test::temp_path("planted-mining");
+    {
+        MiningWriter writer(dir, {{"target", "t"}, {"draft", "d"}, {"draft_hidden_size", 4}, {"target_hidden_size", 3},
+                                  {"max_tokens", 1}, {"temperature", 0}, {"seed", 0}});
+        for (size_t first = 0; first < data.labels.size(); first += 4) {
+            Problem problem;
+            problem.id = data.labels[first].problem_id;
+            ProblemMining mining;
+            for (size_t i = first; i < first + 4; ++i) {
+                MinedMismatch m;
+                m.problem_id = problem.id;
+                m.position = data.labels[i].position;
+                m.important = data.labels[i].important;
+                const std::span<const float> row = data.feature_row(i);
+                m.draft_hidden.assign(row.begin(), row.begin() + 4);
+                m.target_hidden.assign(row.begin() + 4, row.end());
+                mining.mismatches.push_back(m);
+            }
+            writer.append(problem, mining, 0.0);
+        }
+    }
+    const std::string head = test::temp_path("planted-head.json"), svg = test::temp_path("bins.svg");
+    const test::CommandResult train = test::run_command(test::kCli + " train-judge " + dir + " --out " + head + " --json");
+    ASSERT_EQ(train.exit_code, 0) << train.output;
+    const nlohmann::json summary = nlohmann::json::parse(train.output);
+    EXPECT_GT(summary.at("validation_auc").get<double>(), 0.95);
+    EXPECT_EQ(summary.at("threshold_candidates").size(), 19u);
+    const test::CommandResult analyze =
+        test::run_command(test::kCli + " analyze " + dir + " --head " + head + " --svg " + svg + " --json");
+    ASSERT_EQ(analyze.exit_code, 0) << analyze.output;
+    const nlohmann::json bins = nlohmann::json::parse(analyze.output).at("score_bins");
+    ASSERT_EQ(bins.size(), 10u);
+    size_t count = 0;
+    for (const nlohmann::json& b : bins) count += b.at("count").get<size_t>();
+    EXPECT_EQ(count, data.labels.size());
+    std::ifstream in(svg);
+    const std::string text((std::istreambuf_iterator<char>(in)), {});
+    EXPECT_NE(text.find("<svg"), std::string::npos);
+    EXPECT_NE(text.find("share important"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace klspec
