@@ -9,6 +9,7 @@
 #include "apps/bench_command.h"
 #include "apps/generate_command.h"
 #include "apps/run_options.h"
+#include "apps/score_command.h"
 #include "core/error.h"
 
 int main(int argc, char** argv) {
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
     klspec::register_mine_command(app);
     klspec::register_train_judge_command(app);
     klspec::register_analyze_command(app);
+    klspec::register_score_command(app);
 
     klspec::normalize_llama_style_flags(argc, argv);
     try {

@@ -45,4 +45,50 @@ std::vector<Problem> read_problems(const std::string& path, size_t limit) {
     return problems;
 }
 
+namespace {
+
+// Calls on_row(line index, row) for every JSON object line of a benchmark file.
+template <typename OnRow>
+void for_each_row(const std::string& path, OnRow on_row) {
+    std::ifstream in(path);
+    if (!in) throw Error(fmt::format("cannot read {} (is --data-dir right?)", path));
+    std::string line;
+    for (size_t index = 0; std::getline(in, line); ++index) {
+        const nlohmann::json row = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+        if (!row.is_object()) throw Error(fmt::format("{}:{}: not a JSON object", path, index + 1));
+        try {
+            on_row(index, row);
+        } catch (const nlohmann::json::exception& e) {
+            throw Error(fmt::format("{}:{}: {}", path, index + 1, e.what()));
+        }
+    }
+}
+
+}  // namespace
+
+std::vector<Problem> load_dataset(const std::string& name_or_path, const std::string& data_dir,
+                                  const std::string& split) {
+    std::vector<Problem> problems;
+    if (name_or_path == "gsm8k") {
+        for_each_row(data_dir + "/gsm8k/" + split + ".jsonl", [&](size_t index, const nlohmann::json& row) {
+            const std::string answer = row.at("answer").get<std::string>();
+            const size_t marker = answer.rfind("#### ");
+            if (marker == std::string::npos) throw Error("GSM8K answer without \"#### \"");
+            std::string gold = answer.substr(marker + 5);
+            std::erase_if(gold, [](char c) { return c == ',' || c == '$'; });
+            problems.push_back({std::to_string(index), row.at("question").get<std::string>(), gold, Scorer::Gsm8k, "gsm8k"});
+        });
+    } else if (name_or_path == "mmlu-pro") {
+        for_each_row(data_dir + "/mmlu_pro/" + split + ".jsonl", [&](size_t, const nlohmann::json& row) {
+            problems.push_back({row.at("question_id").dump(), row.at("question").get<std::string>(),
+                                row.at("answer").get<std::string>(), Scorer::MmluPro, "mmlu-pro"});
+        });
+    } else if (name_or_path.find('/') == std::string::npos && name_or_path.find('.') == std::string::npos) {
+        throw Error(fmt::format("unknown dataset '{}' (gsm8k, mmlu-pro, or a JSONL file)", name_or_path));
+    } else {
+        return read_problems(name_or_path);
+    }
+    return problems;
+}
+
 }  // namespace klspec

@@ -1,0 +1,86 @@
+// `klspec score`: score outputs made elsewhere with a benchmark's own scorer.
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "apps/score_command.h"
+#include "core/error.h"
+#include "eval/dataset.h"
+
+namespace klspec {
+namespace {
+
+struct ScoreOptions {
+    std::string dataset;
+    std::string data_dir = "../shared/datasets";
+    std::string split = "test";
+    std::string predictions_path;
+    bool json = false;
+};
+
+void run_score(const ScoreOptions& options) {
+    const std::vector<Problem> problems = load_dataset(options.dataset, options.data_dir, options.split);
+    std::map<std::string, const Problem*> by_id;
+    for (const Problem& p : problems) by_id[p.id] = &p;
+
+    std::ifstream in(options.predictions_path);
+    if (!in) throw Error(fmt::format("cannot read predictions: {}", options.predictions_path));
+    size_t scored = 0, correct = 0, no_answer = 0;
+    std::string line;
+    for (size_t n = 1; std::getline(in, line); ++n) {
+        if (line.empty()) continue;
+        const nlohmann::json row = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+        if (!row.is_object() || !row.contains("id") || !row.contains("output") || !row["output"].is_string())
+            throw Error(fmt::format("{}:{}: expected {{\"id\": ..., \"output\": \"...\"}}", options.predictions_path, n));
+        const std::string id = row["id"].is_string() ? row["id"].get<std::string>() : row["id"].dump();
+        const auto it = by_id.find(id);
+        if (it == by_id.end())
+            throw Error(fmt::format("{}:{}: id {} is not in {} ({})", options.predictions_path, n, id, options.dataset,
+                                    options.split));
+        const Problem& problem = *it->second;
+        if (!problem.gold) throw Error(fmt::format("{}: problem {} has no gold answer", options.dataset, id));
+        const std::string output = row["output"].get<std::string>();
+        ++scored;
+        correct += is_correct(problem.scorer, output, *problem.gold);
+        no_answer += !extract_answer(problem.scorer, output).has_value();
+    }
+    if (scored == 0) throw Error(fmt::format("no predictions in {}", options.predictions_path));
+    const double accuracy = double(correct) / double(scored);
+    if (options.json) {
+        std::cout << nlohmann::json{{"dataset", options.dataset}, {"split", options.split}, {"scored", scored},
+                                    {"correct", correct}, {"accuracy", accuracy}, {"no_answer", no_answer},
+                                    {"dataset_size", problems.size()}}
+                         .dump()
+                  << "\n";
+    } else {
+        std::cout << fmt::format("{} ({}): {}/{} correct = {:.1f} % ({} outputs give no answer; the split has {} "
+                                 "problems)\n",
+                                 options.dataset, options.split, correct, scored, 100 * accuracy, no_answer,
+                                 problems.size());
+    }
+}
+
+}  // namespace
+
+void register_score_command(CLI::App& app) {
+    auto options = std::make_shared<ScoreOptions>();
+    CLI::App* cmd = app.add_subcommand("score", "Score outputs made elsewhere with a benchmark's own scorer");
+    cmd->add_option("--dataset", options->dataset,
+                    "gsm8k, mmlu-pro, or a JSONL file with \"final\" and \"scorer\" (the testbed families)")
+        ->required();
+    cmd->add_option("--predictions", options->predictions_path,
+                    "JSONL, one {\"id\": ..., \"output\": \"...\"} a line; id is the dataset's own (GSM8K: the "
+                    "0-based line number; MMLU-Pro: question_id; a JSONL file: its \"id\" or line number)")
+        ->required();
+    cmd->add_option("--data-dir", options->data_dir, "Where the benchmark folders are")->capture_default_str();
+    cmd->add_option("--split", options->split, "Which file of the benchmark (test, train, validation)")
+        ->capture_default_str();
+    cmd->add_flag("--json", options->json, "Print one JSON object");
+    cmd->callback([options] { run_score(*options); });
+}
+
+}  // namespace klspec

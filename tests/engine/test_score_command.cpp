@@ -1,0 +1,85 @@
+// `klspec score`: the benchmark's own ids and scorers on outputs made elsewhere.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "test_support.h"
+
+namespace klspec {
+namespace {
+
+const std::string kDatasets = std::string(KLSPEC_SHARED_DIR) + "/datasets";
+
+// Every testbed family's gold solutions score 100 % by line-number id; a wrong one does not count.
+TEST(ScoreCommand, TestbedGoldSolutionsAreCorrect) {
+    for (const std::string family : {"word", "choice", "trace"}) {
+        const std::string dataset = std::string(KLSPEC_SOURCE_DIR) + "/data/testbed_" + family + "_test.jsonl";
+        const std::string predictions = test::temp_path("predictions-" + family + ".jsonl");
+        std::ifstream in(dataset);
+        std::ofstream out(predictions);
+        std::string line;
+        size_t rows = 0;
+        for (; std::getline(in, line); ++rows) {
+            const nlohmann::json row = nlohmann::json::parse(line);
+            // The first row gets an output without an answer (no capital letter: MMLU-Pro's last resort
+            // takes any standalone A-J).
+            const std::string output = rows == 0 ? std::string("no idea.") : row.at("answer").get<std::string>();
+            out << nlohmann::json{{"id", rows}, {"output", output}}.dump() << "\n";
+        }
+        out.close();
+        const test::CommandResult r =
+            test::run_command(test::kCli + " score --json --dataset " + dataset + " --predictions " + predictions);
+        ASSERT_EQ(r.exit_code, 0) << r.output;
+        const nlohmann::json summary = nlohmann::json::parse(r.output);
+        EXPECT_EQ(summary.at("scored").get<size_t>(), rows) << family;
+        EXPECT_EQ(summary.at("correct").get<size_t>(), rows - 1) << family;
+    }
+}
+
+TEST(ScoreCommand, Gsm8kAndMmluProUseTheirOwnIdsAndGolds) {
+    if (!std::filesystem::exists(kDatasets + "/gsm8k/test.jsonl")) GTEST_SKIP() << test::kNoSharedDatasets;
+    const std::string predictions = test::temp_path("gsm8k-predictions.jsonl");
+    {
+        std::ofstream out(predictions);
+        // Test line 0's gold is 18 ("#### 18").
+        out << R"({"id": 0, "output": "She makes 9 * 2 = $18. The answer is $18."})" << "\n";
+        out << R"({"id": 1, "output": "The answer is 4."})" << "\n";
+    }
+    const test::CommandResult r = test::run_command(test::kCli + " score --json --dataset gsm8k --data-dir " + kDatasets +
+                                                    " --predictions " + predictions);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const nlohmann::json summary = nlohmann::json::parse(r.output);
+    EXPECT_EQ(summary.at("correct"), 1);  // line 1's gold is 3
+    EXPECT_EQ(summary.at("dataset_size"), 1319);
+
+    const std::string mmlu = test::temp_path("mmlu-predictions.jsonl");
+    std::ofstream(mmlu) << R"({"id": 70, "output": "Unsafe practices cause distress. The answer is (I)."})" << "\n";
+    const test::CommandResult m = test::run_command(test::kCli + " score --json --dataset mmlu-pro --data-dir " +
+                                                    kDatasets + " --predictions " + mmlu);
+    ASSERT_EQ(m.exit_code, 0) << m.output;
+    EXPECT_EQ(nlohmann::json::parse(m.output).at("correct"), 1);  // question 70's answer is I
+}
+
+TEST(ScoreCommand, BadInputGivesOneLineErrors) {
+    const std::string dataset = std::string(KLSPEC_SOURCE_DIR) + "/data/testbed_word_test.jsonl";
+    const std::string unknown_id = test::temp_path("unknown-id.jsonl"), malformed = test::temp_path("malformed.jsonl");
+    std::ofstream(unknown_id) << R"({"id": 100000, "output": "x"})" << "\n";
+    std::ofstream(malformed) << R"({"output": "no id"})" << "\n";
+    for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+             {" --dataset " + dataset + " --predictions " + unknown_id, "id 100000 is not in"},
+             {" --dataset " + dataset + " --predictions " + malformed, "expected {\"id\""},
+             {" --dataset math-1000 --predictions " + malformed, "unknown dataset 'math-1000'"},
+             {" --dataset gsm8k --data-dir /nonexistent --predictions " + malformed, "cannot read /nonexistent"}}) {
+        const test::CommandResult r = test::run_command(test::kCli + " score" + args);
+        EXPECT_EQ(r.exit_code, 1) << args;
+        EXPECT_NE(r.output.find("klspec: error: "), std::string::npos) << r.output;
+        EXPECT_NE(r.output.find(message), std::string::npos) << r.output;
+        EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+    }
+}
+
+}  // namespace
+}  // namespace klspec
