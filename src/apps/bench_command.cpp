@@ -107,13 +107,14 @@ void run_bench(const BenchOptions& options) {
                               {"wall_seconds", wall_seconds},
                               {"throughput_tokens_per_second", throughput},
                               {"stats", stats_to_json(totals)}};
+        add_quality_bound(out, *session.generation.judge);
         if (scored) out["accuracy"] = {{"correct", correct}, {"scored", scored}, {"rate", accuracy}};
         std::cout << out.dump() << "\n";
     } else {
         std::cout << fmt::format("{} problems, judge {}, {} in parallel\n", problems.size(), judge_name,
                                  options.parallel);
         if (scored) std::cout << fmt::format("accuracy: {}/{} = {:.1f} %\n", correct, scored, 100.0 * accuracy);
-        std::cout << format_stats(totals);
+        std::cout << format_stats(totals) << format_quality_bound(*session.generation.judge, totals);
         std::cout << fmt::format("throughput: {:.1f} tokens/s over {:.2f} s wall time (prompts included){}\n",
                                  throughput, wall_seconds,
                                  options.parallel > 1 ? "; the times above add up every sequence's share of "

@@ -52,11 +52,13 @@ void run_generate(const GenerateOptions& options) {
                               {"stop_reason", to_string(result.stop_reason)},
                               {"judge", session.generation.judge->name()},
                               {"stats", stats_to_json(result.stats)}};
+        add_quality_bound(out, *session.generation.judge);
         std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     } else {
         std::fputs("\n\n", stdout);
         std::fflush(stdout);
-        std::cerr << "stop: " << to_string(result.stop_reason) << "\n" << format_stats(result.stats);
+        std::cerr << "stop: " << to_string(result.stop_reason) << "\n" << format_stats(result.stats)
+                  << format_quality_bound(*session.generation.judge, result.stats);
     }
 }
 

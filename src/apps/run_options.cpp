@@ -83,6 +83,9 @@ void add_run_options(CLI::App& app, RunOptions& options) {
     app.add_option("--judge-threshold", options.judge.threshold,
                    "Threshold tau of the kl, entropy and autojudge rules");
     app.add_option("--judge-topk", options.judge.topk, "K of the topk rule");
+    app.add_option("--max-tv", options.judge.max_tv,
+                   "kl rule, instead of --judge-threshold: tau = 2 eps^2, so every relaxed token's TV(p, q) < eps "
+                   "(Pinsker); the run reports the bound");
     app.add_option("--confidence-mask", options.judge.confidence_mask,
                    "kl rule: relax only where the target's top probability is <= m (1 disables the mask)")
         ->capture_default_str();

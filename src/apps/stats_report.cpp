@@ -55,4 +55,16 @@ nlohmann::json judged_position_to_json(const JudgedPosition& p) {
     return row;
 }
 
+std::string format_quality_bound(const Judge& judge, const GenerationStats& stats) {
+    const std::optional<double> bound = judge.total_variation_bound();
+    if (!bound) return "";
+    return fmt::format("bound: TV(p, q) < {:.4g} at each of the {} relaxed positions (Pinsker: KL < {:.4g}); when "
+                       "sampling, each relaxed token's distribution is within that of the target's\n",
+                       *bound, stats.relaxed_accepted, 2 * *bound * *bound);
+}
+
+void add_quality_bound(nlohmann::json& out, const Judge& judge) {
+    if (const std::optional<double> bound = judge.total_variation_bound()) out["tv_bound"] = *bound;
+}
+
 }  // namespace klspec

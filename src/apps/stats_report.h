@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/judge.h"
 #include "core/judged_position.h"
 #include "core/stats.h"
 
@@ -12,6 +13,11 @@ namespace klspec {
 
 nlohmann::json stats_to_json(const GenerationStats& stats);
 std::string format_stats(const GenerationStats& stats);
+
+// The judge's per-token quality guarantee (Judge::total_variation_bound), if it has one: a line for
+// the summary ("" when none) and a JSON field added to `out`.
+std::string format_quality_bound(const Judge& judge, const GenerationStats& stats);
+void add_quality_bound(nlohmann::json& out, const Judge& judge);
 // One --trace record.
 nlohmann::json judged_position_to_json(const JudgedPosition& position);
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -38,6 +39,10 @@ public:
     virtual bool needs_hidden_states() const { return false; }
     // Whether decide() reads the logit rows; when it does not, greedy drafting need not keep them.
     virtual bool needs_distributions() const { return true; }
+    // A bound ε the rule guarantees on TV(p_i, q_i) at every relaxed position, when it has one (kl: by
+    // Pinsker, TV <= sqrt(KL / 2) < sqrt(τ / 2)). When sampling, a relaxed token is drawn from q_i, so its
+    // distribution is within ε of the target's in total variation.
+    virtual std::optional<double> total_variation_bound() const { return std::nullopt; }
 };
 
 // The lossless rule: never relaxed.

@@ -107,6 +107,16 @@ std::unique_ptr<Judge> make_judge(const JudgeOptions& options) {
     const JudgeRule& rule = find_rule(options.rule);
     if (!(options.confidence_mask > 0 && options.confidence_mask <= 1))
         throw Error(fmt::format("the confidence mask must be in (0, 1], got {}", options.confidence_mask));
+    if (options.max_tv) {
+        if (options.rule != KlJudge::kName) throw Error(fmt::format("judge {} does not take --max-tv (kl only)", options.rule));
+        if (options.threshold) throw Error("give --judge-threshold or --max-tv, not both");
+        if (!(*options.max_tv > 0 && *options.max_tv <= 1))
+            throw Error(fmt::format("--max-tv must be in (0, 1], got {}", *options.max_tv));
+        JudgeOptions with_threshold = options;
+        with_threshold.threshold = 2 * *options.max_tv * *options.max_tv;
+        with_threshold.max_tv.reset();
+        return make_judge(with_threshold);
+    }
     check_knob(options, rule.threshold, options.threshold.has_value(), "a threshold (--judge-threshold)");
     check_knob(options, rule.topk, options.topk.has_value(), "K (--judge-topk)");
     check_knob(options, rule.head, !options.head_path.empty(), "a head file (--judge-head)");

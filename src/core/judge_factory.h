@@ -22,6 +22,8 @@ struct JudgeOptions {
     std::optional<double> threshold;
     // K >= 1: required by topk and topn-delta (N), refused by the other rules.
     std::optional<int32_t> topk;
+    // ε in (0, 1]: kl only, instead of τ: τ = 2ε², so that TV(p, q) < ε at every relaxed position (Pinsker).
+    std::optional<double> max_tv;
     // m in (0, 1], used by kl; 1 disables the mask.
     double confidence_mask = 0.9;
     // The AutoJudge head file: required by autojudge, refused by the other rules.

@@ -2,7 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "core/error.h"
@@ -70,6 +72,76 @@ TEST(ProbabilityJudges, FactoryKnobsAndRanges) {
     EXPECT_THROW(make_judge(o), Error);  // a probability
     o.threshold.reset();
     EXPECT_THROW(make_judge(o), Error);  // needs it
+}
+
+}  // namespace
+}  // namespace klspec
+
+namespace klspec {
+namespace {
+
+JudgeOptions rule_options(std::string rule, std::optional<double> threshold, std::optional<int32_t> topk,
+                         std::optional<double> max_tv) {
+    JudgeOptions o;
+    o.rule = std::move(rule);
+    o.threshold = threshold;
+    o.topk = topk;
+    o.max_tv = max_tv;
+    return o;
+}
+
+// --max-tv ε: τ = 2ε², and every position the kl rule relaxes has TV(p, q) < ε (Pinsker).
+TEST(MaxTv, SetsTheThresholdAndBoundsTotalVariation) {
+    // p = (1/2, 1/4, 1/4), q = (1/4, 1/2, 1/4): KL = ln2 / 4 = 0.1733, TV = 1/4.
+    const std::vector<float> p{kLog2, 0.0f, 0.0f}, q{0.0f, kLog2, 0.0f};
+    JudgeOptions o;
+    o.rule = "kl";
+    o.confidence_mask = 1.0;
+    o.max_tv = 0.295;  // τ = 0.17405 > KL
+    const auto loose = make_judge(o);
+    EXPECT_TRUE(loose->decide(position(p, q, 1)).relaxed);
+    EXPECT_NEAR(*loose->total_variation_bound(), 0.295, 1e-12);
+    o.max_tv = 0.29;  // τ = 0.1682 < KL
+    EXPECT_FALSE(make_judge(o)->decide(position(p, q, 1)).relaxed);
+    EXPECT_FALSE(make_judge(rule_options("topk", std::nullopt, 2, std::nullopt))->total_variation_bound().has_value());
+
+    // On random distributions: relaxed implies TV < ε.
+    std::mt19937 rng(3);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    size_t relaxed = 0;
+    for (int trial = 0; trial < 3000; ++trial) {
+        const size_t v = 2 + size_t(trial % 40);
+        std::vector<float> target(v), draft(v);
+        const float spread = 0.2f + float(trial % 7);
+        for (size_t j = 0; j < v; ++j) {
+            target[j] = spread * normal(rng);
+            draft[j] = target[j] + 0.5f * normal(rng);
+        }
+        o.max_tv = 0.05 + 0.3 * double(trial % 10) / 10;
+        const int32_t token = int32_t(size_t(trial) % v);
+        if (!make_judge(o)->decide(position(target, draft, token)).relaxed) continue;
+        ++relaxed;
+        const auto softmax = [](const std::vector<float>& logits) {
+            std::vector<double> out(logits.size());
+            const double m = *std::max_element(logits.begin(), logits.end());
+            double sum = 0;
+            for (size_t j = 0; j < logits.size(); ++j) sum += out[j] = std::exp(double(logits[j]) - m);
+            for (double& x : out) x /= sum;
+            return out;
+        };
+        const std::vector<double> pp = softmax(target), qq = softmax(draft);
+        double tv = 0;
+        for (size_t j = 0; j < v; ++j) tv += 0.5 * std::abs(pp[j] - qq[j]);
+        EXPECT_LT(tv, *o.max_tv) << "trial " << trial;
+    }
+    EXPECT_GT(relaxed, 300u);
+}
+
+TEST(MaxTv, RefusedOutsideKlAndWithAThreshold) {
+    EXPECT_THROW(make_judge(rule_options("topk", std::nullopt, 2, 0.1)), Error);
+    EXPECT_THROW(make_judge(rule_options("kl", 0.1, std::nullopt, 0.1)), Error);
+    EXPECT_THROW(make_judge(rule_options("kl", std::nullopt, std::nullopt, 0.0)), Error);
+    EXPECT_THROW(make_judge(rule_options("kl", std::nullopt, std::nullopt, 1.5)), Error);
 }
 
 }  // namespace

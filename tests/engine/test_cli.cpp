@@ -136,3 +136,21 @@ TEST(Cli, BenchRejectsAMalformedDataset) {
 
 }  // namespace
 }  // namespace klspec
+
+namespace klspec {
+namespace {
+
+// --max-tv ε runs the kl rule with τ = 2ε² and reports the bound; other rules report none.
+TEST(Cli, MaxTvReportsItsBound) {
+    const std::string common = test::kCli + " generate -m " + test::kTargetModel + " -md " + test::kDraftQ4 +
+                               " -p 'Once upon a time' -n 24 -t 1 --temp 0.7 --json ";
+    const test::CommandResult r = test::run_command(common + "--judge kl --max-tv 0.2");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_DOUBLE_EQ(nlohmann::json::parse(r.output).at("tv_bound").get<double>(), 0.2);
+    const test::CommandResult topk = test::run_command(common + "--judge topk --judge-topk 2");
+    ASSERT_EQ(topk.exit_code, 0) << topk.output;
+    EXPECT_FALSE(nlohmann::json::parse(topk.output).contains("tv_bound"));
+}
+
+}  // namespace
+}  // namespace klspec

@@ -1,5 +1,7 @@
 #include "core/judges/kl_judge.h"
 
+#include <cmath>
+
 #include "core/distribution_stats.h"
 
 namespace klspec {
@@ -10,5 +12,7 @@ JudgeDecision KlJudge::decide(const DraftPosition& position) const {
     const bool target_unsure = confidence_mask_ >= 1.0 || stats.target_max_probability <= confidence_mask_;
     return {target_unsure && stats.kl < threshold_, stats.kl};
 }
+
+std::optional<double> KlJudge::total_variation_bound() const { return std::sqrt(threshold_ / 2); }
 
 }  // namespace klspec

@@ -14,6 +14,7 @@ public:
     std::string_view name() const override { return kName; }
     // statistic: D_KL(p_i ‖ q_i).
     JudgeDecision decide(const DraftPosition& position) const override;
+    std::optional<double> total_variation_bound() const override;
 
 private:
     double threshold_;
