@@ -5,6 +5,8 @@
 #include <fstream>
 #include <random>
 
+#include <fmt/format.h>
+
 #include "autojudge/analysis.h"
 #include "autojudge/head_training.h"
 #include "autojudge/mining_store.h"
@@ -27,7 +29,7 @@ MinedData planted_rule_data() {
             for (size_t j = 0; j < f.size(); ++j) f[j] = normal(rng) * float(j + 1) + float(j);
             const double z = 2.0 * (f[1] - 1.0) / 2.0 - (f[6] - 6.0) / 7.0 + 0.3 * normal(rng);
             MiningLabel label;
-            label.problem_id = "p" + std::to_string(p);
+            label.problem_id = fmt::format("p{}", p);
             label.position = k;
             label.important = z > 0.5;
             data.labels.push_back(label);
