@@ -83,8 +83,16 @@ std::vector<Problem> load_dataset(const std::string& name_or_path, const std::st
             problems.push_back({row.at("question_id").dump(), row.at("question").get<std::string>(),
                                 row.at("answer").get<std::string>(), Scorer::MmluPro, "mmlu-pro"});
         });
+    } else if (name_or_path == "math500" || name_or_path == "math500-hard") {
+        // MATH-500-Hard is the file of its 134 Level-5 rows.
+        const std::string file = name_or_path == "math500" ? split : split + "_level5";
+        for_each_row(data_dir + "/math500/" + file + ".jsonl", [&](size_t, const nlohmann::json& row) {
+            problems.push_back({row.at("unique_id").get<std::string>(), row.at("problem").get<std::string>(),
+                                row.at("answer").get<std::string>(), Scorer::Math, name_or_path});
+        });
     } else if (name_or_path.find('/') == std::string::npos && name_or_path.find('.') == std::string::npos) {
-        throw Error(fmt::format("unknown dataset '{}' (gsm8k, mmlu-pro, or a JSONL file)", name_or_path));
+        throw Error(fmt::format("unknown dataset '{}' (gsm8k, mmlu-pro, math500, math500-hard, or a JSONL file)",
+                                name_or_path));
     } else {
         return read_problems(name_or_path);
     }

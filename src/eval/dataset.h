@@ -23,7 +23,8 @@ std::vector<Problem> read_problems(const std::string& path, size_t limit = 0);
 
 // A real benchmark from the workplace's datasets folder (shared/datasets/README.md), with its own ids and
 // gold answers: "gsm8k" (id: the 0-based line number; gold: the number after the last "#### ") and
-// "mmlu-pro" (id: question_id; gold: answer). `split` names the file (test, train, validation). Prompts are
+// "mmlu-pro" (id: question_id; gold: answer), "math500" and "math500-hard" (its Level-5 rows; id: unique_id;
+// gold: answer; scorer: math). `split` names the file (test, train, validation). Prompts are
 // the raw question text. Anything else is read as a JSONL file with read_problems.
 std::vector<Problem> load_dataset(const std::string& name_or_path, const std::string& data_dir,
                                   const std::string& split = "test");

@@ -56,3 +56,38 @@ TEST(Scorers, NamesRoundTripAndUnknownNamesAreRefused) {
 
 }  // namespace
 }  // namespace klspec
+
+namespace klspec {
+namespace {
+
+TEST(MathScorer, NormalizesLikePrm800k) {
+    EXPECT_EQ(normalize_math_answer("\\left( 3, \\frac{\\pi}{2} \\right)"), "(3,\\frac{\\pi}{2})");
+    EXPECT_EQ(normalize_math_answer("\\dfrac12"), "\\frac{1}{2}");
+    EXPECT_EQ(normalize_math_answer("\\frac1{72}"), "\\frac{1}{72}");
+    EXPECT_EQ(normalize_math_answer("0.5"), "\\frac{1}{2}");
+    EXPECT_EQ(normalize_math_answer("3/4"), "\\frac{3}{4}");
+    EXPECT_EQ(normalize_math_answer("x = 5"), "5");
+    EXPECT_EQ(normalize_math_answer("90^\\circ"), "90");
+    EXPECT_EQ(normalize_math_answer("\\text{Evelyn}"), "Evelyn");
+    EXPECT_EQ(normalize_math_answer("10\\%"), "10");
+    EXPECT_EQ(normalize_math_answer("11\\sqrt2"), "11\\sqrt{2}");
+    EXPECT_EQ(normalize_math_answer("5 \\text{ cm}"), "5");
+    EXPECT_EQ(normalize_math_answer(".5"), "\\frac{1}{2}");
+    EXPECT_EQ(normalize_math_answer("\\$18.90"), "18.90");
+    // Where prm800k's own code raises and gives the answer back unchanged: two "\text{ " units.
+    EXPECT_EQ(normalize_math_answer("1 \\text{ m} 2 \\text{ cm}"), "1 \\text{ m} 2 \\text{ cm}");
+}
+
+TEST(MathScorer, TakesTheLastBoxedWithBalancedBraces) {
+    EXPECT_EQ(last_boxed("so $\\boxed{1}$ or rather $\\boxed{\\frac{1}{2}}$."), "\\frac{1}{2}");
+    EXPECT_EQ(last_boxed("\\fbox{7} then \\boxed{8}"), "8");
+    EXPECT_EQ(last_boxed("no box"), std::nullopt);
+    EXPECT_EQ(last_boxed("\\boxed{\\frac{1}{2}"), std::nullopt);  // unbalanced
+    EXPECT_TRUE(is_correct(Scorer::Math, "Thus $\\boxed{\\dfrac{1}{2}}$.", "\\frac{1}{2}"));
+    EXPECT_TRUE(is_correct(Scorer::Math, "$\\boxed{x=5}$", "5"));
+    EXPECT_FALSE(is_correct(Scorer::Math, "$\\boxed{6}$", "5"));
+    EXPECT_FALSE(is_correct(Scorer::Math, "The answer is 5.", "5"));  // MATH wants a box
+}
+
+}  // namespace
+}  // namespace klspec

@@ -63,6 +63,33 @@ TEST(ScoreCommand, Gsm8kAndMmluProUseTheirOwnIdsAndGolds) {
     EXPECT_EQ(nlohmann::json::parse(m.output).at("correct"), 1);  // question 70's answer is I
 }
 
+// Every MATH-500 reference solution's last \boxed{} matches its answer under the prm800k normaliser; a
+// solution whose box is changed does not.
+TEST(ScoreCommand, Math500ReferenceSolutionsScoreCorrect) {
+    const std::string file = kDatasets + "/math500/test.jsonl";
+    if (!std::filesystem::exists(file)) GTEST_SKIP() << test::kNoSharedDatasets;
+    const std::string predictions = test::temp_path("math-predictions.jsonl");
+    {
+        std::ifstream in(file);
+        std::ofstream out(predictions);
+        std::string line;
+        for (size_t n = 0; std::getline(in, line); ++n) {
+            const nlohmann::json row = nlohmann::json::parse(line);
+            const std::string solution = row.at("solution").get<std::string>();
+            out << nlohmann::json{{"id", row.at("unique_id")},
+                                  {"output", n == 0 ? solution + " Or rather \\boxed{\\text{no}}." : solution}}
+                       .dump()
+                << "\n";
+        }
+    }
+    const test::CommandResult r = test::run_command(test::kCli + " score --json --dataset math500 --data-dir " +
+                                                    kDatasets + " --predictions " + predictions);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const nlohmann::json summary = nlohmann::json::parse(r.output);
+    EXPECT_EQ(summary.at("scored"), 500);
+    EXPECT_EQ(summary.at("correct"), 499);
+}
+
 TEST(ScoreCommand, BadInputGivesOneLineErrors) {
     const std::string dataset = std::string(KLSPEC_SOURCE_DIR) + "/data/testbed_word_test.jsonl";
     const std::string unknown_id = test::temp_path("unknown-id.jsonl"), malformed = test::temp_path("malformed.jsonl");
