@@ -22,9 +22,8 @@ namespace {
 
 struct BenchOptions {
     RunOptions run;
-    std::string dataset_path;
+    DatasetChoice dataset;
     std::string outputs_path;
-    size_t limit = 0;
     int32_t parallel = 1;
     bool json = false;
 };
@@ -42,7 +41,7 @@ nlohmann::json outcome_row(size_t index, const Problem& problem, const Generatio
 }
 
 void run_bench(const BenchOptions& options) {
-    const std::vector<Problem> problems = read_problems(options.dataset_path, options.limit);
+    const std::vector<Problem> problems = options.dataset.load();
     RunOptions run = options.run;
     run.context.n_sequences = options.parallel;
     DecodingSession session = open_session(run);
@@ -129,14 +128,10 @@ void register_bench_command(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand(
         "bench", "Decode every prompt of a JSONL dataset; report summed statistics (MAT, acceptance, speed) and accuracy");
     add_run_options(*cmd, options->run);
-    cmd->add_option("--dataset", options->dataset_path,
-                    "JSONL, one problem per line: {\"question\": PROMPT, \"final\": GOLD (optional: integer or string), "
-                    "\"scorer\": gsm8k|mmlu-pro|lcb-output (default gsm8k), \"id\": ID (optional)}")
-        ->required();
+    add_dataset_options(*cmd, options->dataset, /*with_limit=*/true);
     cmd->add_option("--parallel", options->parallel,
                     "Decode this many problems together (also -np): their drafts are verified in one target batch")
         ->capture_default_str()->check(CLI::Range(1, 64));
-    cmd->add_option("--limit", options->limit, "Use only the first N problems (0 = all)")->capture_default_str();
     cmd->add_option("--outputs", options->outputs_path, "Write each problem's text, answer and stats here (JSONL)");
     cmd->add_flag("--json", options->json, "Print one JSON object instead of the summary");
     cmd->callback([options] { run_bench(*options); });

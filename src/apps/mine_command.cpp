@@ -18,14 +18,13 @@ namespace {
 struct MineOptions {
     RunOptions run;
     MiningOptions mining;
-    std::string dataset_path;
+    DatasetChoice dataset;
     std::string out_dir;
-    size_t limit = 0;
     bool json = false;
 };
 
 void run_mine(const MineOptions& options) {
-    const std::vector<Problem> problems = read_problems(options.dataset_path, options.limit);
+    const std::vector<Problem> problems = options.dataset.load();
     RunOptions run = options.run;
     run.context.hidden_states = true;
     run.context.n_sequences = 1;
@@ -34,7 +33,7 @@ void run_mine(const MineOptions& options) {
 
     const nlohmann::json meta = {{"target", session.target->path()},
                                  {"draft", session.draft->path()},
-                                 {"dataset", options.dataset_path},
+                                 {"dataset", options.dataset.name_or_path},
                                  {"draft_hidden_size", session.draft->n_embd()},
                                  {"target_hidden_size", session.target->n_embd()},
                                  {"max_tokens", options.mining.max_tokens},
@@ -92,13 +91,10 @@ void register_mine_command(CLI::App& app) {
         "mine", "AutoJudge mining: label each draft/target mismatch of the target's greedy answers as important "
                 "(swapping the draft token in changes the final answer) or not, with both models' hidden states");
     add_model_options(*cmd, options->run);
-    cmd->add_option("--dataset", options->dataset_path,
-                    "JSONL problems: {\"question\", \"final\", \"scorer\" (gsm8k|mmlu-pro|lcb-output), \"id\"}")
-        ->required();
+    add_dataset_options(*cmd, options->dataset, /*with_limit=*/true);
     cmd->add_option("--out", options->out_dir,
                     "Directory for labels.jsonl, features.f32, problems.jsonl, meta.json; an existing one is resumed")
         ->required();
-    cmd->add_option("--limit", options->limit, "Use only the first N problems (0 = all)")->capture_default_str();
     cmd->add_option("-n,--n-predict", options->mining.max_tokens, "Response length at most")
         ->capture_default_str()->check(CLI::Range(1, 1 << 20));
     cmd->add_option("--draft-max", options->mining.draft_max,

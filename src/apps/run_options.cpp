@@ -51,6 +51,18 @@ void add_model_options(CLI::App& app, RunOptions& options) {
     app.add_flag("-v,--verbose", options.verbose, "Show llama.cpp's own log output");
 }
 
+void add_dataset_options(CLI::App& app, DatasetChoice& dataset, bool with_limit) {
+    app.add_option("--dataset", dataset.name_or_path,
+                   "gsm8k, mmlu-pro, math500 or math500-hard (read from --data-dir), or a JSONL file with one "
+                   "{\"question\": PROMPT, \"final\": GOLD, \"scorer\": gsm8k|mmlu-pro|lcb-output|math, \"id\": ID} a line "
+                   "(final, scorer and id optional; scorer defaults to gsm8k)")
+        ->required();
+    app.add_option("--data-dir", dataset.data_dir, "Where the benchmark folders are")->capture_default_str();
+    app.add_option("--split", dataset.split, "Which file of a benchmark (test, train, validation)")->capture_default_str();
+    if (with_limit)
+        app.add_option("--limit", dataset.limit, "Use only the first N problems (0 = all)")->capture_default_str();
+}
+
 void add_run_options(CLI::App& app, RunOptions& options) {
     GenerationOptions& gen = options.generation;
     SamplingParams& sampling = gen.sampling;

@@ -10,6 +10,7 @@
 
 #include "core/judge_factory.h"
 #include "engine/speculative_decoder.h"
+#include "eval/dataset.h"
 
 namespace klspec {
 
@@ -26,6 +27,9 @@ struct RunOptions {
 
 // Models, context and threads: what every subcommand that loads models takes.
 void add_model_options(CLI::App& app, RunOptions& options);
+// --dataset, --data-dir, --split and (with_limit) --limit.
+void add_dataset_options(CLI::App& app, DatasetChoice& dataset, bool with_limit);
+
 // add_model_options plus generation, sampling, drafting and judge flags.
 void add_run_options(CLI::App& app, RunOptions& options);
 

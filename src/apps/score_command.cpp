@@ -9,21 +9,20 @@
 
 #include "apps/score_command.h"
 #include "core/error.h"
+#include "apps/run_options.h"
 #include "eval/dataset.h"
 
 namespace klspec {
 namespace {
 
 struct ScoreOptions {
-    std::string dataset;
-    std::string data_dir = "../shared/datasets";
-    std::string split = "test";
+    DatasetChoice dataset;
     std::string predictions_path;
     bool json = false;
 };
 
 void run_score(const ScoreOptions& options) {
-    const std::vector<Problem> problems = load_dataset(options.dataset, options.data_dir, options.split);
+    const std::vector<Problem> problems = options.dataset.load();
     std::map<std::string, const Problem*> by_id;
     for (const Problem& p : problems) by_id[p.id] = &p;
 
@@ -39,10 +38,10 @@ void run_score(const ScoreOptions& options) {
         const std::string id = row["id"].is_string() ? row["id"].get<std::string>() : row["id"].dump();
         const auto it = by_id.find(id);
         if (it == by_id.end())
-            throw Error(fmt::format("{}:{}: id {} is not in {} ({})", options.predictions_path, n, id, options.dataset,
-                                    options.split));
+            throw Error(fmt::format("{}:{}: id {} is not in {} ({})", options.predictions_path, n, id,
+                                    options.dataset.name_or_path, options.dataset.split));
         const Problem& problem = *it->second;
-        if (!problem.gold) throw Error(fmt::format("{}: problem {} has no gold answer", options.dataset, id));
+        if (!problem.gold) throw Error(fmt::format("{}: problem {} has no gold answer", options.dataset.name_or_path, id));
         const std::string output = row["output"].get<std::string>();
         ++scored;
         correct += is_correct(problem.scorer, output, *problem.gold);
@@ -51,7 +50,7 @@ void run_score(const ScoreOptions& options) {
     if (scored == 0) throw Error(fmt::format("no predictions in {}", options.predictions_path));
     const double accuracy = double(correct) / double(scored);
     if (options.json) {
-        std::cout << nlohmann::json{{"dataset", options.dataset}, {"split", options.split}, {"scored", scored},
+        std::cout << nlohmann::json{{"dataset", options.dataset.name_or_path}, {"split", options.dataset.split}, {"scored", scored},
                                     {"correct", correct}, {"accuracy", accuracy}, {"no_answer", no_answer},
                                     {"dataset_size", problems.size()}}
                          .dump()
@@ -59,7 +58,7 @@ void run_score(const ScoreOptions& options) {
     } else {
         std::cout << fmt::format("{} ({}): {}/{} correct = {:.1f} % ({} outputs give no answer; the split has {} "
                                  "problems)\n",
-                                 options.dataset, options.split, correct, scored, 100 * accuracy, no_answer,
+                                 options.dataset.name_or_path, options.dataset.split, correct, scored, 100 * accuracy, no_answer,
                                  problems.size());
     }
 }
@@ -69,16 +68,11 @@ void run_score(const ScoreOptions& options) {
 void register_score_command(CLI::App& app) {
     auto options = std::make_shared<ScoreOptions>();
     CLI::App* cmd = app.add_subcommand("score", "Score outputs made elsewhere with a benchmark's own scorer");
-    cmd->add_option("--dataset", options->dataset,
-                    "gsm8k, mmlu-pro, or a JSONL file with \"final\" and \"scorer\" (the testbed families)")
-        ->required();
+    add_dataset_options(*cmd, options->dataset, /*with_limit=*/false);
     cmd->add_option("--predictions", options->predictions_path,
                     "JSONL, one {\"id\": ..., \"output\": \"...\"} a line; id is the dataset's own (GSM8K: the "
                     "0-based line number; MMLU-Pro: question_id; a JSONL file: its \"id\" or line number)")
         ->required();
-    cmd->add_option("--data-dir", options->data_dir, "Where the benchmark folders are")->capture_default_str();
-    cmd->add_option("--split", options->split, "Which file of the benchmark (test, train, validation)")
-        ->capture_default_str();
     cmd->add_flag("--json", options->json, "Print one JSON object");
     cmd->callback([options] { run_score(*options); });
 }

@@ -99,4 +99,11 @@ std::vector<Problem> load_dataset(const std::string& name_or_path, const std::st
     return problems;
 }
 
+std::vector<Problem> DatasetChoice::load() const {
+    std::vector<Problem> problems = load_dataset(name_or_path, data_dir, split);
+    if (limit != 0 && problems.size() > limit) problems.resize(limit);
+    if (problems.empty()) throw Error(fmt::format("no problems in dataset: {}", name_or_path));
+    return problems;
+}
+
 }  // namespace klspec

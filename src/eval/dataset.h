@@ -29,4 +29,13 @@ std::vector<Problem> read_problems(const std::string& path, size_t limit = 0);
 std::vector<Problem> load_dataset(const std::string& name_or_path, const std::string& data_dir,
                                   const std::string& split = "test");
 
+// The --dataset / --data-dir / --split / --limit flags of the commands that read problems.
+struct DatasetChoice {
+    std::string name_or_path;
+    std::string data_dir = "../shared/datasets";
+    std::string split = "test";
+    size_t limit = 0;  // 0: all
+    std::vector<Problem> load() const;
+};
+
 }  // namespace klspec

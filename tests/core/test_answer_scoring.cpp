@@ -50,8 +50,8 @@ TEST(LcbOutputScorer, TakesTheLastOutputLineStripped) {
 }
 
 TEST(Scorers, NamesRoundTripAndUnknownNamesAreRefused) {
-    for (Scorer s : {Scorer::Gsm8k, Scorer::MmluPro, Scorer::LcbOutput}) EXPECT_EQ(parse_scorer(to_string(s)), s);
-    EXPECT_THROW(parse_scorer("math"), Error);
+    for (Scorer s : {Scorer::Gsm8k, Scorer::MmluPro, Scorer::LcbOutput, Scorer::Math}) EXPECT_EQ(parse_scorer(to_string(s)), s);
+    EXPECT_THROW(parse_scorer("humaneval"), Error);
 }
 
 }  // namespace
