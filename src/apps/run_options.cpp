@@ -95,6 +95,8 @@ void add_run_options(CLI::App& app, RunOptions& options) {
     app.add_option("--judge-threshold", options.judge.threshold,
                    "Threshold tau of the kl, entropy and autojudge rules");
     app.add_option("--judge-topk", options.judge.topk, "K of the topk rule");
+    app.add_option("--judge-window", options.judge.window,
+                   "fly rule: W, the drafts after a position that must match the target for it to be relaxed (6)");
     app.add_option("--max-tv", options.judge.max_tv,
                    "kl rule, instead of --judge-threshold: tau = 2 eps^2, so every relaxed token's TV(p, q) < eps "
                    "(Pinsker); the run reports the bound");

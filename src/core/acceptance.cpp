@@ -50,6 +50,16 @@ bool AcceptanceStep::vanilla_accepts(const DraftPosition& position, Rng& rng, in
     return false;
 }
 
+bool AcceptanceStep::next_drafts_match(int32_t i, int32_t n_drafted, PositionSource& positions) const {
+    const int32_t window = judge_->lookahead();
+    if (i + window >= n_drafted) return false;  // fewer than W drafts follow
+    for (int32_t j = i + 1; j <= i + window; ++j) {
+        const DraftPosition next = positions.position(j);
+        if (argmax(next.target_logits) != next.draft_token) return false;
+    }
+    return true;
+}
+
 StepOutcome AcceptanceStep::run(int32_t n_drafted, PositionSource& positions,
                                 std::span<const float> bonus_target_logits, Rng& rng) {
     using Clock = std::chrono::steady_clock;
@@ -64,7 +74,8 @@ StepOutcome AcceptanceStep::run(int32_t n_drafted, PositionSource& positions,
             continue;
         }
         const auto start = Clock::now();
-        const JudgeDecision decision = judge_->decide(current);
+        JudgeDecision decision = judge_->decide(current);
+        if (decision.relaxed && judge_->lookahead() > 0) decision.relaxed = next_drafts_match(i, n_drafted, positions);
         outcome.judge_seconds += std::chrono::duration<double>(Clock::now() - start).count();
         if (decision.relaxed) {
             ++outcome.accepted;

@@ -72,6 +72,8 @@ private:
     // min(1, p(d)/q(d)); on rejection `replacement` is drawn from normalize(max(0, p - q)).
     bool vanilla_accepts(const DraftPosition& position, Rng& rng, int32_t& replacement);
     int32_t draw(std::span<const float> shaped_logits, Rng& rng);
+    // FLy's lookahead: d_{i+1}..d_{i+W} all exist and equal the target's argmax there.
+    bool next_drafts_match(int32_t i, int32_t n_drafted, PositionSource& positions) const;
 
     SamplingParams params_;
     const Judge* judge_;

@@ -43,6 +43,8 @@ public:
     // Pinsker, TV <= sqrt(KL / 2) < sqrt(τ / 2)). When sampling, a relaxed token is drawn from q_i, so its
     // distribution is within ε of the target's in total variation.
     virtual std::optional<double> total_variation_bound() const { return std::nullopt; }
+    // W > 0: a relaxation at i also needs the next W drafts to pass the exact test natively (FLy).
+    virtual int32_t lookahead() const { return 0; }
 };
 
 // The lossless rule: never relaxed.

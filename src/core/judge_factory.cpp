@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/judges/autojudge.h"
 #include "core/judges/entropy_judges.h"
+#include "core/judges/fly_judge.h"
 #include "core/judges/kl_judge.h"
 #include "core/judges/probability_judges.h"
 #include "core/judges/topk_judge.h"
@@ -72,6 +73,14 @@ const std::array kRules{
               .make = [](const JudgeOptions& o) -> std::unique_ptr<Judge> {
                   return std::make_unique<TypicalJudge>(probability_threshold_of(o));
               }},
+    JudgeRule{.name = FlyJudge::kName,
+              .summary = "accept when the entropy of the target's top-3 probabilities >= threshold and the next W "
+                         "drafts match the target (--judge-window W, default 6; vLLM's FLy)",
+              .threshold = Knob::Required,
+              .window = Knob::Optional,
+              .make = [](const JudgeOptions& o) -> std::unique_ptr<Judge> {
+                  return std::make_unique<FlyJudge>(threshold_of(o), o.window.value_or(FlyJudge::kDefaultWindow));
+              }},
     JudgeRule{.name = AutoJudge::kName,
               .summary = "accept when a trained head on hidden states scores < threshold",
               .threshold = Knob::Optional,
@@ -120,6 +129,9 @@ std::unique_ptr<Judge> make_judge(const JudgeOptions& options) {
     check_knob(options, rule.threshold, options.threshold.has_value(), "a threshold (--judge-threshold)");
     check_knob(options, rule.topk, options.topk.has_value(), "K (--judge-topk)");
     check_knob(options, rule.head, !options.head_path.empty(), "a head file (--judge-head)");
+    check_knob(options, rule.window, options.window.has_value(), "a window (--judge-window)");
+    if (options.window && *options.window < 1)
+        throw Error(fmt::format("judge {}: the window must be >= 1, got {}", options.rule, *options.window));
     // Rules whose threshold is required take any τ >= 0; autojudge checks its own range.
     if (rule.threshold == Knob::Required && !(*options.threshold >= 0))  // NaN fails too
         throw Error(fmt::format("judge {}: threshold must be >= 0, got {}", options.rule, *options.threshold));

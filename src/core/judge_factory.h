@@ -24,6 +24,8 @@ struct JudgeOptions {
     std::optional<int32_t> topk;
     // ε in (0, 1]: kl only, instead of τ: τ = 2ε², so that TV(p, q) < ε at every relaxed position (Pinsker).
     std::optional<double> max_tv;
+    // W >= 1: fly only (default FlyJudge::kDefaultWindow), the drafts after i that must match natively.
+    std::optional<int32_t> window;
     // m in (0, 1], used by kl; 1 disables the mask.
     double confidence_mask = 0.9;
     // The AutoJudge head file: required by autojudge, refused by the other rules.
@@ -39,6 +41,7 @@ struct JudgeRule {
     Knob threshold = Knob::Refused;
     Knob topk = Knob::Refused;
     Knob head = Knob::Refused;
+    Knob window = Knob::Refused;
     // Builds the judge from options whose knobs were checked against the three fields above.
     std::unique_ptr<Judge> (*make)(const JudgeOptions& options) = nullptr;
 };

@@ -68,6 +68,7 @@ TEST(JudgeFactory, BuildsEveryRule) {
         options("prob-threshold", 0.3),
         options("topn-delta", 0.1, 3),
         options("typical", 0.09),
+        options("fly", 0.5),
         options("autojudge", std::nullopt, std::nullopt, 0.9, head),
         options("autojudge", 0.2, std::nullopt, 0.9, head),
     };
@@ -81,7 +82,7 @@ TEST(JudgeFactory, BuildsEveryRule) {
         EXPECT_FALSE(info.summary.empty());
         ++listed;
     }
-    EXPECT_EQ(listed, 9u);
+    EXPECT_EQ(listed, 10u);
 }
 
 TEST(JudgeFactory, RefusesBadOptions) {

@@ -9,6 +9,8 @@
 
 #include "core/error.h"
 #include "core/judge_factory.h"
+#include "core/acceptance.h"
+#include "core/judges/fly_judge.h"
 #include "core/judges/probability_judges.h"
 #include "draft_position.h"
 
@@ -142,6 +144,66 @@ TEST(MaxTv, RefusedOutsideKlAndWithAThreshold) {
     EXPECT_THROW(make_judge(rule_options("kl", 0.1, std::nullopt, 0.1)), Error);
     EXPECT_THROW(make_judge(rule_options("kl", std::nullopt, std::nullopt, 0.0)), Error);
     EXPECT_THROW(make_judge(rule_options("kl", std::nullopt, std::nullopt, 1.5)), Error);
+}
+
+}  // namespace
+}  // namespace klspec
+
+namespace klspec {
+namespace {
+
+// p = (1/3, 1/3, 1/3, 0+): top-3 entropy ln 3; p = (0.98, 0.01, 0.01): about 0.112.
+TEST(FlyJudge, TopThreeEntropyDecides) {
+    const std::vector<float> flat{0.0f, 0.0f, 0.0f, -30.0f}, peaked{std::log(0.98f), std::log(0.01f), std::log(0.01f)};
+    const std::vector<float> draft(4, 0.0f);
+    const JudgeDecision f = FlyJudge(1.0, 2).decide(position(flat, draft, 1));
+    EXPECT_TRUE(f.relaxed);
+    EXPECT_NEAR(f.statistic, std::log(3.0), 1e-6);
+    const double h = -(0.98 * std::log(0.98) + 2 * 0.01 * std::log(0.01));
+    const JudgeDecision p = FlyJudge(1.0, 2).decide(position(peaked, draft, 1));
+    EXPECT_FALSE(p.relaxed);
+    EXPECT_NEAR(p.statistic, h, 1e-6);
+    // Two finite logits only: the entropy of those two.
+    const std::vector<float> two{0.0f, 0.0f, -std::numeric_limits<float>::infinity()};
+    EXPECT_NEAR(FlyJudge(0.0, 1).decide(position(two, draft, 0)).statistic, std::log(2.0), 1e-6);
+}
+
+// The acceptance step overrides a rejection only when the next W drafts match the target natively.
+TEST(FlyJudge, RelaxesOnlyWhenTheNextWDraftsMatch) {
+    // Position 0 is uncertain (argmax 0, d = 1); positions 1..3 have argmax 2; the bonus argmax is 3.
+    const std::vector<std::vector<float>> target{{0.1f, 0.0f, 0.0f, -9.0f}, {0, 0, 5, 0}, {0, 0, 5, 0},
+                                                 {0, 0, 5, 0}, {0, 0, 0, 9}};
+    const std::vector<float> draft(4, 0.0f);
+    const FlyJudge fly(1.0, 2);
+    Rng rng(0);
+    const auto run = [&](std::vector<int32_t> tokens) {
+        AcceptanceStep step(SamplingParams{}, fly);
+        return step.run(
+            static_cast<int32_t>(tokens.size()), [&](int32_t i) { return position(target[size_t(i)], draft, tokens[size_t(i)]); },
+            target[tokens.size()], rng);
+    };
+    StepOutcome o = run({1, 2, 2, 2});  // the next 2 match: relaxed, then all accepted
+    EXPECT_EQ(o.accepted, 4);
+    EXPECT_EQ(o.relaxed_accepted, 1);
+    o = run({1, 2, 0, 2});  // d_2 mismatches within the window
+    EXPECT_EQ(o.accepted, 0);
+    EXPECT_EQ(o.next_token, 0);
+    o = run({1, 2});  // only one draft follows: fewer than W
+    EXPECT_EQ(o.accepted, 0);
+}
+
+TEST(FlyJudge, FactoryTakesAWindowOnlyForFly) {
+    JudgeOptions o;
+    o.rule = "fly";
+    o.threshold = 0.5;
+    EXPECT_EQ(make_judge(o)->lookahead(), FlyJudge::kDefaultWindow);
+    o.window = 3;
+    EXPECT_EQ(make_judge(o)->lookahead(), 3);
+    o.window = 0;
+    EXPECT_THROW(make_judge(o), Error);
+    o.rule = "kl";
+    o.window = 3;
+    EXPECT_THROW(make_judge(o), Error);
 }
 
 }  // namespace
