@@ -11,28 +11,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from bench_common import DEFAULT_KLSPEC
-
-
-def judge_args(setting, head):
-    rule, _, value = setting.partition(":")
-    if rule == "vanilla":
-        return ["--judge", "vanilla"], "vanilla", ""
-    if rule in ("kl", "kl-nomask"):
-        mask = "0.9" if rule == "kl" else "1"
-        return ["--judge", "kl", "--judge-threshold", value, "--confidence-mask", mask], rule, value
-    if rule == "autojudge":
-        if value.startswith("q"):
-            q = float(value[1:])
-            cands = json.loads(Path(head).read_text())["threshold_candidates"]
-            value = f'{min(cands, key=lambda c: abs(c["quantile"] - q))["threshold"]:.4f}'
-        return ["--judge", "autojudge", "--judge-head", str(head), "--judge-threshold", value], rule, value
-    if rule == "topk":
-        return ["--judge", "topk", "--judge-topk", value], rule, value
-    if rule == "topn-delta":  # topn-delta:N/DELTA
-        n, _, delta = value.partition("/")
-        return ["--judge", rule, "--judge-topk", n, "--judge-threshold", delta], rule, value
-    return ["--judge", rule, "--judge-threshold", value], rule, value  # target-entropy, prob-threshold, typical, ...
+from bench_common import DEFAULT_KLSPEC, judge_args
 
 
 def main():

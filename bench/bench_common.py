@@ -30,3 +30,27 @@ def run(cmd):
 def klspec_generate(klspec, target, prompt, extra_args):
     """One `klspec generate --json` run; returns its parsed JSON object."""
     return json.loads(run([klspec, "generate", "-m", target, "-p", prompt, "--json", *extra_args]).stdout)
+
+
+def judge_args(setting, head=None):
+    """klspec flags of a sweep setting, with its rule and value: vanilla, kl:TAU (confidence mask 0.9),
+    kl-nomask:TAU, autojudge:TAU or autojudge:qQ (the head's threshold candidate at quantile Q), topk:K,
+    topn-delta:N/DELTA, or RULE:THRESHOLD (target-entropy, prob-threshold, typical, fly, ...)."""
+    rule, _, value = setting.partition(":")
+    if rule == "vanilla":
+        return ["--judge", "vanilla"], "vanilla", ""
+    if rule in ("kl", "kl-nomask"):
+        mask = "0.9" if rule == "kl" else "1"
+        return ["--judge", "kl", "--judge-threshold", value, "--confidence-mask", mask], rule, value
+    if rule == "autojudge":
+        if value.startswith("q"):
+            q = float(value[1:])
+            cands = json.loads(Path(head).read_text())["threshold_candidates"]
+            value = f'{min(cands, key=lambda c: abs(c["quantile"] - q))["threshold"]:.4f}'
+        return ["--judge", "autojudge", "--judge-head", str(head), "--judge-threshold", value], rule, value
+    if rule == "topk":
+        return ["--judge", "topk", "--judge-topk", value], rule, value
+    if rule == "topn-delta":  # topn-delta:N/DELTA
+        n, _, delta = value.partition("/")
+        return ["--judge", rule, "--judge-topk", n, "--judge-threshold", delta], rule, value
+    return ["--judge", rule, "--judge-threshold", value], rule, value  # target-entropy, prob-threshold, typical, ...

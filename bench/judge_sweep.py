@@ -9,19 +9,9 @@ import argparse
 import json
 from pathlib import Path
 
-from bench_common import DEFAULT_DRAFT_Q4, DEFAULT_KLSPEC, DEFAULT_TARGET, STORY_PROMPTS, klspec_generate
+from bench_common import DEFAULT_DRAFT_Q4, DEFAULT_KLSPEC, DEFAULT_TARGET, STORY_PROMPTS, judge_args, klspec_generate
 
 DEFAULT_SETTINGS = (["vanilla"] + [f"kl:{tau}" for tau in (0.1, 0.3, 0.5, 1, 2)] + [f"topk:{k}" for k in (2, 4, 8)])
-
-
-def judge_args(setting):
-    rule, _, value = setting.partition(":")
-    args = ["--judge", rule]
-    if rule == "topk":
-        args += ["--judge-topk", value]
-    elif value:
-        args += ["--judge-threshold", value]
-    return args
 
 
 def main():
@@ -42,7 +32,7 @@ def main():
         totals = dict.fromkeys(["emitted", "target_calls", "drafted", "accepted", "relaxed_accepted"], 0)
         judge_seconds = decode_seconds = 0.0
         for prompt in STORY_PROMPTS:
-            extra = ["-md", args.draft, "-n", args.n, "--draft-max", args.gamma, "-t", args.threads, *judge_args(setting)]
+            extra = ["-md", args.draft, "-n", args.n, "--draft-max", args.gamma, "-t", args.threads, *judge_args(setting)[0]]
             stats = klspec_generate(args.klspec, args.target, prompt, extra)["stats"]
             for key in totals:
                 totals[key] += stats[key]

@@ -122,8 +122,10 @@ TrainedHead train_head(const MinedData& data, const HeadTrainingOptions& options
     for (double& m : head.mean) m /= double(train_rows.size());
     for (size_t i : train_rows)
         for (size_t j = 0; j < n; ++j) head.scale[j] += std::pow(data.feature_row(i)[j] - head.mean[j], 2);
-    for (double& s : head.scale) s = s > 0 ? std::sqrt(s / double(train_rows.size())) : 1.0;
-    for (double& s : head.scale) s = s > 1e-12 ? s : 1.0;
+    for (double& s : head.scale) {
+        s = std::sqrt(s / double(train_rows.size()));
+        if (!(s > 1e-12)) s = 1.0;
+    }
     const auto standardised = [&](const std::vector<size_t>& rows) {
         std::vector<std::vector<double>> out_rows(rows.size(), std::vector<double>(n));
         for (size_t r = 0; r < rows.size(); ++r)

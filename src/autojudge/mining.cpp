@@ -9,13 +9,6 @@
 namespace klspec {
 namespace {
 
-std::string text_of(const Model& model, std::span<const int32_t> tokens) {
-    std::string text;
-    for (int32_t token : tokens)
-        if (!model.is_end_of_generation(token)) text += model.piece(token);
-    return text;
-}
-
 std::span<const float> row(const std::vector<float>& rows, int32_t width, int32_t index) {
     return {rows.data() + static_cast<size_t>(index) * static_cast<size_t>(width), static_cast<size_t>(width)};
 }
@@ -51,7 +44,7 @@ ProblemMining mine_problem(SpeculativeDecoder& decoder, const Problem& problem, 
         sequence.insert(sequence.end(), response.begin(), response.end());
     }
     const std::optional<std::string> answer =
-        extract_answer(problem.scorer, text_of(target, std::span(sequence).subspan(static_cast<size_t>(P))));
+        extract_answer(problem.scorer, target.text(std::span(sequence).subspan(static_cast<size_t>(P))));
     ForwardResult draft_pass = decoder.forward(ModelRole::Draft, sequence, /*with_hidden=*/false);
     ++mining.forward_passes;
 
@@ -77,7 +70,7 @@ ProblemMining mine_problem(SpeculativeDecoder& decoder, const Problem& problem, 
         m.target_token = sequence[static_cast<size_t>(P + i)];
         m.answer = answer;
         m.answer_after_swap =
-            extract_answer(problem.scorer, text_of(target, std::span(swapped).subspan(static_cast<size_t>(P))));
+            extract_answer(problem.scorer, target.text(std::span(swapped).subspan(static_cast<size_t>(P))));
         m.important = m.answer_after_swap != answer;
         const std::span<const float> target_hidden = row(target_pass.hidden, target_pass.n_embd, P + i);
         const std::span<const float> draft_hidden = row(swapped_draft_pass.hidden, swapped_draft_pass.n_embd, P + i);

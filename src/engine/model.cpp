@@ -106,6 +106,13 @@ std::string Model::piece(int32_t token) const {
     return std::string(buf, static_cast<size_t>(n));
 }
 
+std::string Model::text(std::span<const int32_t> tokens) const {
+    std::string out;
+    for (int32_t token : tokens)
+        if (!is_end_of_generation(token)) out += piece(token);
+    return out;
+}
+
 bool Model::is_end_of_generation(int32_t token) const { return llama_vocab_is_eog(vocab_, token); }
 
 void require_same_vocabulary(const Model& target, const Model& draft) {

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,8 @@ public:
 
     std::vector<int32_t> tokenize(const std::string& text, bool add_bos) const;
     std::string piece(int32_t token) const;  // the token's text as it appears in output
+    // The text of generated tokens: their pieces, end-of-generation tokens left out.
+    std::string text(std::span<const int32_t> tokens) const;
     bool is_end_of_generation(int32_t token) const;
 
 private:

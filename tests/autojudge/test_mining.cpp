@@ -23,13 +23,6 @@ ContextOptions mining_context() {
     return context;
 }
 
-std::string text_of(const Model& model, const std::vector<int32_t>& tokens) {
-    std::string text;
-    for (int32_t t : tokens)
-        if (!model.is_end_of_generation(t)) text += model.piece(t);
-    return text;
-}
-
 // The target's own greedy continuation of `prefix`, decoded without a draft.
 std::vector<int32_t> target_only_greedy(SpeculativeDecoder& target_only, std::vector<int32_t> prefix, int32_t n) {
     if (n <= 0) return {};
@@ -59,7 +52,7 @@ TEST(Mining, LabelsMatchAnIndependentTargetOnlyReplay) {
         const std::vector<int32_t> prompt = target.tokenize(problem.prompt, true);
         const size_t P = prompt.size();
         std::vector<int32_t> response = target_only_greedy(target_only, prompt, options.max_tokens);
-        const std::optional<std::string> answer = extract_answer(problem.scorer, text_of(target, response));
+        const std::optional<std::string> answer = extract_answer(problem.scorer, target.text(response));
         size_t next = 0;  // the first position not handled yet
         for (const MinedMismatch& m : mined.mismatches) {
             std::vector<int32_t> sequence = prompt;
@@ -84,7 +77,7 @@ TEST(Mining, LabelsMatchAnIndependentTargetOnlyReplay) {
                 ASSERT_NEAR(m.draft_hidden[j], at_d.hidden[(prefix.size() - 1) * size_t(at_d.n_embd) + j], 1e-3) << j;
             const std::vector<int32_t> rest = target_only_greedy(target_only, prefix, options.max_tokens - m.position - 1);
             swapped.insert(swapped.end(), rest.begin(), rest.end());
-            const std::optional<std::string> answer_after = extract_answer(problem.scorer, text_of(target, swapped));
+            const std::optional<std::string> answer_after = extract_answer(problem.scorer, target.text(swapped));
             EXPECT_EQ(m.answer, answer);
             EXPECT_EQ(m.answer_after_swap, answer_after);
             EXPECT_EQ(m.important, answer_after != answer);
