@@ -384,6 +384,18 @@ LETTERS = "ABCDEFGHIJ"
 UNITS = [("minutes", "hours", "an hour", 60), ("seconds", "minutes", "a minute", 60),
          ("days", "weeks", "a week", 7), ("months", "years", "a year", 12), ("eggs", "dozen", "a dozen", 12),
          ("hours", "days", "a day", 24), ("legs", "spiders", "a spider", 8)]
+# The mandatory option scan (since 2026-11-23 18:50): every option up to the one holding the value, each
+# compared with it. tb-small-v2 computed the value but picked its letter at chance (choice 8-16 %), since
+# finding "46" among near misses ("146", "64") and reading the letter before it is one hard lookup; the
+# scan turns it into copies of consecutive option lines and one local comparison each.
+# (intro, rejected option, matching option, separator, end); {L} letter, {o} option value, {c} the value
+SCAN = [("Check the options: ", "{L}) {o} no", "{L}) {o} yes", ", ", "."),
+        ("", "{L}) {o} is not {c}", "{L}) {o} is {c}", ". ", "."),
+        ("Options: ", "{L}) {o} no", "{L}) {o} yes", "; ", "."),
+        ("", "{L} is {o}, no", "{L} is {o}, yes", ". ", "."),
+        ("Compare with {c}: ", "{L}) {o} no", "{L}) {o} yes", ", ", "."),
+        ("Looking for {c}: ", "{L}) {o} not it", "{L}) {o} found", ", ", "."),
+        ("We scan: ", "{L} {o} no", "{L} {o} yes", ", ", ".")]
 MATCH = ["That is option ({L}).", "This matches ({L}).", "{c} is option {L}.", "Option ({L}) is {c}.",
          "So it is ({L}).", "{c} is listed as ({L})."]
 CLOSE_CHOICE = ["The answer is ({L}).", "The answer is {L}.", "So the answer is ({L}).",
@@ -472,7 +484,11 @@ def make_choice(rng):
         if fact and style.chance(0.7):
             out.append(style.pick(fact))
         out.append(render_step(style, x, op, y, v))
-        if style.chance(0.7):
+        intro, rejected, matching, sep, end = style.pick(SCAN)
+        k = options.index(v)
+        scan = [rejected.format(L=LETTERS[i], o=options[i], c=v) for i in range(k)]
+        out.append(intro.format(c=v) + sep.join(scan + [matching.format(L=L, o=v, c=v)]) + end)
+        if style.chance(0.5):
             out.append(style.pick(MATCH).format(L=L, c=v))
         out.append(style.pick(CLOSE_CHOICE).format(L=L, c=v))
         return " ".join(out)

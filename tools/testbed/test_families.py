@@ -123,7 +123,7 @@ class GoldSolutions(unittest.TestCase):
 
 
 class Phrasings(unittest.TestCase):
-    TABLES = ["START_PHRASES", "CLOSE_HAVE", "CLOSE_EACH", "RESTATE", "MATCH", "CLOSE_CHOICE", "SET_CONST",
+    TABLES = ["START_PHRASES", "CLOSE_HAVE", "CLOSE_EACH", "RESTATE", "SCAN", "MATCH", "CLOSE_CHOICE", "SET_CONST",
               "SET_EXPR", "EVAL_EXPR", "COND_TRUE", "COND_FALSE", "LOOP_INTRO", "LOOP_STEP", "CLOSE_TRACE"]
 
     def test_tables_have_six_phrasings(self):
