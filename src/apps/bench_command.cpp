@@ -13,9 +13,9 @@
 
 #include "apps/run_options.h"
 #include "apps/stats_report.h"
-#include "core/answer_scoring.h"
 #include "core/error.h"
 #include "eval/dataset.h"
+#include "eval/problem_scoring.h"
 
 namespace klspec {
 namespace {
@@ -33,9 +33,9 @@ nlohmann::json outcome_row(size_t index, const Problem& problem, const Generatio
     nlohmann::json row = {{"index", index}, {"id", problem.id}, {"text", result.text}, {"stop_reason", to_string(result.stop_reason)},
                           {"stats", stats_to_json(result.stats)}};
     if (problem.gold) {
-        const std::optional<std::string> answer = extract_answer(problem.scorer, result.text);
-        row["answer"] = answer ? nlohmann::json(*answer) : nlohmann::json();
-        row["correct"] = is_correct(problem.scorer, result.text, *problem.gold);
+        const Verdict verdict = score_output(problem, result.text);
+        row["answer"] = verdict.prediction ? nlohmann::json(*verdict.prediction) : nlohmann::json();
+        row["correct"] = verdict.correct;
     }
     return row;
 }

@@ -59,8 +59,14 @@ void add_dataset_options(CLI::App& app, DatasetChoice& dataset, bool with_limit)
         ->required();
     app.add_option("--data-dir", dataset.data_dir, "Where the benchmark folders are")->capture_default_str();
     app.add_option("--split", dataset.split, "Which file of a benchmark (test, train, validation)")->capture_default_str();
-    if (with_limit)
-        app.add_option("--limit", dataset.limit, "Use only the first N problems (0 = all)")->capture_default_str();
+    if (!with_limit) {
+        dataset.full_split = true;  // scoring outputs made elsewhere: any problem of the split
+        return;
+    }
+    app.add_option("--limit", dataset.limit, "Use only the first N problems (0 = all)")->capture_default_str();
+    app.add_flag("--full-split", dataset.full_split,
+                 "Use the whole test split instead of the paper-sized seeded subset (GSM8K 400, MMLU-Pro 100; see "
+                 "docs/datasets.md)");
 }
 
 void add_run_options(CLI::App& app, RunOptions& options) {

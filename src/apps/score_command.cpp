@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "apps/run_options.h"
 #include "eval/dataset.h"
+#include "eval/problem_scoring.h"
 
 namespace klspec {
 namespace {
@@ -41,11 +42,10 @@ void run_score(const ScoreOptions& options) {
             throw Error(fmt::format("{}:{}: id {} is not in {} ({})", options.predictions_path, n, id,
                                     options.dataset.name_or_path, options.dataset.split));
         const Problem& problem = *it->second;
-        if (!problem.gold) throw Error(fmt::format("{}: problem {} has no gold answer", options.dataset.name_or_path, id));
-        const std::string output = row["output"].get<std::string>();
+        const Verdict verdict = score_output(problem, row["output"].get<std::string>());
         ++scored;
-        correct += is_correct(problem.scorer, output, *problem.gold);
-        no_answer += !extract_answer(problem.scorer, output).has_value();
+        correct += verdict.correct;
+        no_answer += !verdict.prediction.has_value();
     }
     if (scored == 0) throw Error(fmt::format("no predictions in {}", options.predictions_path));
     const double accuracy = double(correct) / double(scored);

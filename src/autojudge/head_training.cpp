@@ -9,6 +9,7 @@
 
 #include "core/classification_metrics.h"
 #include "core/error.h"
+#include "core/stable_hash.h"
 
 namespace klspec {
 namespace {
@@ -84,9 +85,7 @@ std::vector<double> autojudge_c_grid() {
 }
 
 bool in_validation_split(const std::string& problem_id, double validation_fraction) {
-    uint64_t h = 1469598103934665603ull;  // FNV-1a
-    for (unsigned char ch : problem_id) h = (h ^ ch) * 1099511628211ull;
-    return double(h % 10000) < validation_fraction * 10000.0;
+    return double(fnv1a64(problem_id) % 10000) < validation_fraction * 10000.0;
 }
 
 TrainedHead train_head(const MinedData& data, const HeadTrainingOptions& options) {

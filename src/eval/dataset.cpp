@@ -1,11 +1,14 @@
 #include "eval/dataset.h"
 
+#include <algorithm>
 #include <fstream>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/stable_hash.h"
 
 namespace klspec {
 
@@ -99,8 +102,28 @@ std::vector<Problem> load_dataset(const std::string& name_or_path, const std::st
     return problems;
 }
 
+size_t default_subset_size(std::string_view dataset_name) {
+    if (dataset_name == "gsm8k") return 400;
+    if (dataset_name == "mmlu-pro") return 100;
+    return 0;
+}
+
+std::vector<Problem> seeded_subset(std::vector<Problem> problems, size_t size) {
+    if (size == 0 || problems.size() <= size) return problems;
+    std::vector<std::pair<uint64_t, size_t>> keyed;  // (hash, file position)
+    for (size_t i = 0; i < problems.size(); ++i) keyed.emplace_back(fnv1a64("klspec-subset/1:" + problems[i].id), i);
+    std::partial_sort(keyed.begin(), keyed.begin() + static_cast<std::ptrdiff_t>(size), keyed.end());
+    std::vector<size_t> chosen;
+    for (size_t k = 0; k < size; ++k) chosen.push_back(keyed[k].second);
+    std::sort(chosen.begin(), chosen.end());
+    std::vector<Problem> subset;
+    for (size_t i : chosen) subset.push_back(std::move(problems[i]));
+    return subset;
+}
+
 std::vector<Problem> DatasetChoice::load() const {
     std::vector<Problem> problems = load_dataset(name_or_path, data_dir, split);
+    if (!full_split && split == "test") problems = seeded_subset(std::move(problems), default_subset_size(name_or_path));
     if (limit != 0 && problems.size() > limit) problems.resize(limit);
     if (problems.empty()) throw Error(fmt::format("no problems in dataset: {}", name_or_path));
     return problems;

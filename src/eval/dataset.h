@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/answer_scoring.h"
@@ -29,12 +30,21 @@ std::vector<Problem> read_problems(const std::string& path, size_t limit = 0);
 std::vector<Problem> load_dataset(const std::string& name_or_path, const std::string& data_dir,
                                   const std::string& split = "test");
 
-// The --dataset / --data-dir / --split / --limit flags of the commands that read problems.
+// The paper's evaluation subsets, fixed and seeded: of a benchmark's test split, the `size` problems whose
+// fnv1a64("klspec-subset/1:" + id) is smallest, in file order. GSM8K 400 and MMLU-Pro 100 (the paper's
+// sizes; it does not say which problems); every other benchmark is used whole (MATH-500-Hard 134,
+// LiveCodeBench 279). 0: no subset.
+size_t default_subset_size(std::string_view dataset_name);
+std::vector<Problem> seeded_subset(std::vector<Problem> problems, size_t size);
+
+// The --dataset / --data-dir / --split / --limit / --full flags of the commands that read problems.
 struct DatasetChoice {
     std::string name_or_path;
     std::string data_dir = "../shared/datasets";
     std::string split = "test";
-    size_t limit = 0;  // 0: all
+    size_t limit = 0;          // 0: all; applied after the subset
+    bool full_split = false;   // the whole split instead of the default subset (test split only)
+    // The chosen problems: the split (its default subset unless full_split), then the first `limit`.
     std::vector<Problem> load() const;
 };
 
