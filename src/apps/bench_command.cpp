@@ -1,19 +1,18 @@
 #include "apps/bench_command.h"
 
 #include <chrono>
-#include <cstdio>
-#include <optional>
 #include <fstream>
 #include <iostream>
 #include <memory>
-#include <unistd.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "apps/progress_line.h"
 #include "apps/run_options.h"
 #include "apps/stats_report.h"
 #include "core/error.h"
+#include "eval/batch_decoding.h"
 #include "eval/dataset.h"
 #include "eval/problem_scoring.h"
 
@@ -33,7 +32,7 @@ nlohmann::json outcome_row(size_t index, const Problem& problem, const Generatio
     nlohmann::json row = {{"index", index}, {"id", problem.id}, {"text", result.text}, {"stop_reason", to_string(result.stop_reason)},
                           {"stats", stats_to_json(result.stats)}};
     if (problem.gold) {
-        const Verdict verdict = score_output(problem, result.text);
+        const ScoredOutput verdict = score_output(problem, result.text);
         row["answer"] = verdict.prediction ? nlohmann::json(*verdict.prediction) : nlohmann::json();
         row["correct"] = verdict.correct;
     }
@@ -52,44 +51,23 @@ void run_bench(const BenchOptions& options) {
         outputs.open(options.outputs_path);
         if (!outputs) throw Error(fmt::format("cannot write outputs file: {}", options.outputs_path));
     }
-    const bool show_progress = isatty(fileno(stderr)) != 0;
     std::vector<nlohmann::json> rows(problems.size());
     GenerationStats totals;
-    size_t scored = 0, correct = 0, done = 0, next = 0;
-
-    // Continuous batching: each of the -np slots takes the next problem as soon as its own finishes, and
-    // every step verifies all slots' drafts in one target batch.
-    std::vector<std::optional<Sequence>> slots(static_cast<size_t>(options.parallel));
-    std::vector<size_t> problem_of(slots.size());
-    std::vector<Sequence*> active;
+    size_t scored = 0, correct = 0, done = 0;
+    ProgressLine progress("bench", problems.size(), "problems");
     const auto start = std::chrono::steady_clock::now();
-    while (done < problems.size()) {
-        active.clear();
-        for (size_t s = 0; s < slots.size(); ++s) {
-            if (!slots[s] && next < problems.size()) {
-                problem_of[s] = next;
-                slots[s] = decoder.start(static_cast<int32_t>(s), problems[next++].prompt, session.generation);
-            }
-            if (slots[s]) active.push_back(&*slots[s]);
+    decode_problems(decoder, problems, session.generation, options.parallel, [&](DecodedProblem&& decoded) {
+        totals += decoded.result.stats;
+        nlohmann::json& row = rows[decoded.index];
+        row = outcome_row(decoded.index, problems[decoded.index], decoded.result);
+        if (row.contains("correct")) {
+            ++scored;
+            correct += row["correct"].get<bool>();
         }
-        decoder.step(active);
-        for (size_t s = 0; s < slots.size(); ++s) {
-            if (!slots[s] || !slots[s]->finished()) continue;
-            const size_t index = problem_of[s];
-            const GenerationResult result = slots[s]->take_result();
-            slots[s].reset();
-            totals += result.stats;
-            rows[index] = outcome_row(index, problems[index], result);
-            if (rows[index].contains("correct")) {
-                ++scored;
-                correct += rows[index]["correct"].get<bool>();
-            }
-            ++done;
-            if (show_progress) std::fprintf(stderr, "\rbench: %zu/%zu problems", done, problems.size());
-        }
-    }
+        progress.update(++done);
+    });
     const double wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (show_progress) std::fputs("\n", stderr);
+    progress.finish();
     if (outputs.is_open())
         for (const nlohmann::json& row : rows)
             outputs << row.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";

@@ -7,9 +7,11 @@
 
 #include "apps/autojudge_commands.h"
 #include "apps/bench_command.h"
+#include "apps/calibrate_command.h"
 #include "apps/generate_command.h"
 #include "apps/run_options.h"
 #include "apps/score_command.h"
+#include "apps/sweep_command.h"
 #include "core/error.h"
 
 int main(int argc, char** argv) {
@@ -25,6 +27,8 @@ int main(int argc, char** argv) {
     klspec::register_train_judge_command(app);
     klspec::register_analyze_command(app);
     klspec::register_score_command(app);
+    klspec::register_sweep_command(app);
+    klspec::register_calibrate_command(app);
 
     klspec::normalize_llama_style_flags(argc, argv);
     try {

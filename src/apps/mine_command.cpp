@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "apps/autojudge_commands.h"
+#include "apps/progress_line.h"
 #include "apps/run_options.h"
 #include "autojudge/mining_store.h"
 #include "core/error.h"
@@ -43,28 +44,21 @@ void run_mine(const MineOptions& options) {
     const size_t already = writer.finished_problems().size();
     if (already) std::fprintf(stderr, "mine: resuming %s: %zu problems already mined\n", options.out_dir.c_str(), already);
 
-    const bool tty = isatty(fileno(stderr)) != 0;
-    const auto start = std::chrono::steady_clock::now();
     size_t done = 0, todo = 0, mismatches = 0, important = 0;
     for (const Problem& p : problems) todo += !writer.finished_problems().contains(p.id);
+    ProgressLine progress("mine", todo, "problems");
     for (const Problem& problem : problems) {
         if (writer.finished_problems().contains(problem.id)) continue;
         const auto t0 = std::chrono::steady_clock::now();
         const ProblemMining mining = mine_problem(*session.decoder, problem, options.mining);
         writer.append(problem, mining, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-        ++done;
         mismatches += mining.mismatches.size();
         for (const MinedMismatch& m : mining.mismatches) important += m.important;
-        const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        const double eta = elapsed / double(done) * double(todo - done);
-        const std::string line = fmt::format("mine: {}/{} problems, {} mismatches ({} important), {:.2f} mismatches/s, "
-                                             "elapsed {:.0f} s, ETA {:.0f} s",
-                                             done, todo, mismatches, important, double(mismatches) / elapsed, elapsed, eta);
-        if (tty) std::fprintf(stderr, "\r%s\x1b[K", line.c_str());
-        else if (done % 10 == 0 || done == todo) std::fprintf(stderr, "%s\n", line.c_str());
+        progress.update(++done, fmt::format("{} mismatches ({} important), {:.2f} mismatches/s", mismatches,
+                                            important, double(mismatches) / progress.elapsed_seconds()));
     }
-    if (tty && done) std::fputs("\n", stderr);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    progress.finish();
+    const double seconds = progress.elapsed_seconds();
     const nlohmann::json summary = {{"out", options.out_dir},
                                     {"problems_mined_now", done},
                                     {"problems_total", writer.finished_problems().size()},

@@ -69,10 +69,29 @@ void add_dataset_options(CLI::App& app, DatasetChoice& dataset, bool with_limit)
                  "docs/datasets.md)");
 }
 
-void add_run_options(CLI::App& app, RunOptions& options) {
-    GenerationOptions& gen = options.generation;
+void add_judge_options(CLI::App& app, JudgeOptions& judge, bool with_rule) {
+    if (with_rule) {
+        std::string rules;
+        for (const JudgeRule& rule : judge_rules()) rules += fmt::format("\n  {}: {}", rule.name, rule.summary);
+        app.add_option("--judge", judge.rule, "Verification rule; every rule accepts d_i if relaxed(i), else applies"
+                                              " the lossless vanilla test:" + rules)
+            ->capture_default_str();
+        app.add_option("--judge-threshold", judge.threshold, "Threshold tau of the kl, entropy and autojudge rules");
+        app.add_option("--judge-topk", judge.topk, "K of the topk rule");
+        app.add_option("--max-tv", judge.max_tv,
+                       "kl rule, instead of --judge-threshold: tau = 2 eps^2, so every relaxed token's TV(p, q) < eps "
+                       "(Pinsker); the run reports the bound");
+    }
+    app.add_option("--judge-window", judge.window,
+                   "fly rule: W, the drafts after a position that must match the target for it to be relaxed (6)");
+    app.add_option("--confidence-mask", judge.confidence_mask,
+                   "kl rule: relax only where the target's top probability is <= m (1 disables the mask)")
+        ->capture_default_str();
+    app.add_option("--judge-head", judge.head_path, "AutoJudge head file (JSON, see docs/autojudge-head.md)");
+}
+
+void add_generation_options(CLI::App& app, GenerationOptions& gen) {
     SamplingParams& sampling = gen.sampling;
-    add_model_options(app, options);
     app.add_option("-n,--n-predict", gen.max_tokens, "Maximum number of tokens to generate")
         ->capture_default_str()->check(kNonNegative);
     app.add_option("--draft-max,--spec-draft-n-max", gen.draft_max, "Draft tokens proposed per target call (gamma)")
@@ -93,23 +112,12 @@ void add_run_options(CLI::App& app, RunOptions& options) {
     app.add_option("-s,--seed", sampling.seed, "Random seed for sampling")->capture_default_str();
     app.add_option("--stop", gen.stop_strings, "Stop when the output contains this string (repeatable)")
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-    std::string rules;
-    for (const JudgeRule& rule : judge_rules()) rules += fmt::format("\n  {}: {}", rule.name, rule.summary);
-    app.add_option("--judge", options.judge.rule, "Verification rule; every rule accepts d_i if relaxed(i), else applies"
-                                                  " the lossless vanilla test:" + rules)
-        ->capture_default_str();
-    app.add_option("--judge-threshold", options.judge.threshold,
-                   "Threshold tau of the kl, entropy and autojudge rules");
-    app.add_option("--judge-topk", options.judge.topk, "K of the topk rule");
-    app.add_option("--judge-window", options.judge.window,
-                   "fly rule: W, the drafts after a position that must match the target for it to be relaxed (6)");
-    app.add_option("--max-tv", options.judge.max_tv,
-                   "kl rule, instead of --judge-threshold: tau = 2 eps^2, so every relaxed token's TV(p, q) < eps "
-                   "(Pinsker); the run reports the bound");
-    app.add_option("--confidence-mask", options.judge.confidence_mask,
-                   "kl rule: relax only where the target's top probability is <= m (1 disables the mask)")
-        ->capture_default_str();
-    app.add_option("--judge-head", options.judge.head_path, "AutoJudge head file (JSON, see docs/autojudge-head.md)");
+}
+
+void add_run_options(CLI::App& app, RunOptions& options) {
+    add_model_options(app, options);
+    add_generation_options(app, options.generation);
+    add_judge_options(app, options.judge, /*with_rule=*/true);
     app.add_option("--trace", options.trace_path,
                    "Write one JSON line per judged position (KL, entropies, max p, rank, verdict) to this file");
 }

@@ -30,7 +30,13 @@ void add_model_options(CLI::App& app, RunOptions& options);
 // --dataset, --data-dir, --split and (with_limit) --limit.
 void add_dataset_options(CLI::App& app, DatasetChoice& dataset, bool with_limit);
 
-// add_model_options plus generation, sampling, drafting and judge flags.
+// Length, drafting, sampling and stop strings.
+void add_generation_options(CLI::App& app, GenerationOptions& generation);
+// The judge flags: the rule and its knobs (with_rule), and the settings any rule may read (confidence
+// mask, head file, FLy window).
+void add_judge_options(CLI::App& app, JudgeOptions& judge, bool with_rule);
+
+// add_model_options, add_generation_options, add_judge_options and --trace: a decoding command's flags.
 void add_run_options(CLI::App& app, RunOptions& options);
 
 // Everything a run's flags describe, ready to decode: the models and a decoder whose contexts provide

@@ -42,7 +42,7 @@ void run_score(const ScoreOptions& options) {
             throw Error(fmt::format("{}:{}: id {} is not in {} ({})", options.predictions_path, n, id,
                                     options.dataset.name_or_path, options.dataset.split));
         const Problem& problem = *it->second;
-        const Verdict verdict = score_output(problem, row["output"].get<std::string>());
+        const ScoredOutput verdict = score_output(problem, row["output"].get<std::string>());
         ++scored;
         correct += verdict.correct;
         no_answer += !verdict.prediction.has_value();

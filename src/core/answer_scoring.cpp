@@ -9,6 +9,13 @@
 #include "core/error.h"
 
 namespace klspec {
+
+std::string_view strip(std::string_view s) {
+    const size_t begin = s.find_first_not_of(" \t\r\n");
+    if (begin == std::string_view::npos) return {};
+    return s.substr(begin, s.find_last_not_of(" \t\r\n") - begin + 1);
+}
+
 namespace {
 
 // "1,200.50" -> "1200.5": a number in its shortest form, so that equal values compare equal as text.
@@ -18,12 +25,6 @@ std::optional<std::string> canonical_number(std::string text) {
     const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
     if (error != std::errc() || end != text.data() + text.size()) return std::nullopt;
     return fmt::format("{}", value + 0.0);  // + 0.0 turns -0 into 0
-}
-
-std::string_view strip(std::string_view s) {
-    const size_t begin = s.find_first_not_of(" \t\r\n");
-    if (begin == std::string_view::npos) return {};
-    return s.substr(begin, s.find_last_not_of(" \t\r\n") - begin + 1);
 }
 
 // --- MATH: prm800k's grading/math_normalize.py, function for function ----------------------------------

@@ -36,6 +36,9 @@ std::string normalize_math_answer(std::string_view answer);
 // The content of the last \boxed{...} or \fbox{...} (braces balanced), if any.
 std::optional<std::string> last_boxed(std::string_view text);
 
+// `s` without spaces, tabs, CRs and LFs at either end.
+std::string_view strip(std::string_view s);
+
 // Whether `text` answers `gold` (the dataset's final answer, as text) correctly.
 bool is_correct(Scorer scorer, std::string_view text, std::string_view gold);
 

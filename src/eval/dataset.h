@@ -11,12 +11,34 @@
 
 namespace klspec {
 
+// What a code benchmark runs an output against (docs/datasets.md, "Code benchmarks").
+enum class CodeBenchmark { HumanEval, MbppPlus, LiveCodeBench };
+
+// One LiveCodeBench public test: stdin (the program's input and printed output) or functional (`input`
+// holds the method's arguments, one JSON value a line; `output` the JSON of its result).
+struct IoTest {
+    std::string input;
+    std::string output;
+    bool functional = false;
+};
+
+struct CodeTests {
+    CodeBenchmark benchmark = CodeBenchmark::HumanEval;
+    std::string entry_point;         // the function the tests call (LiveCodeBench: the Solution method, "" for stdin)
+    std::string test_code;           // HumanEval: `test` (defines check(candidate)); MBPP+: `assertion` (base inputs)
+    std::string canonical_solution;  // HumanEval: the prompt's continuation; MBPP+: the oracle for the plus inputs
+    std::string row_json;            // MBPP+: the row as in the file, for the harness's Python json (plus_input
+                                     // has -Infinity and integers beyond 64 bits, which nlohmann cannot keep)
+    std::vector<IoTest> io_tests;    // LiveCodeBench's public tests
+};
+
 struct Problem {
     std::string id;                    // the row's "id" when it has one, else its 0-based line number
     std::string prompt;                // "question"
     std::optional<std::string> gold;   // "final" (an integer or a string); absent: not scored
     Scorer scorer = Scorer::Gsm8k;     // "scorer", gsm8k by default
     std::string family;                // "family" when given (testbed), else empty
+    std::optional<CodeTests> code{};   // code benchmarks: scored by running the tests, not against `gold`
 };
 
 // Reads at most `limit` problems (0: all). Throws klspec::Error naming the file and line of a bad row.
@@ -26,7 +48,11 @@ std::vector<Problem> read_problems(const std::string& path, size_t limit = 0);
 // gold answers: "gsm8k" (id: the 0-based line number; gold: the number after the last "#### ") and
 // "mmlu-pro" (id: question_id; gold: answer), "math500" and "math500-hard" (its Level-5 rows; id: unique_id;
 // gold: answer; scorer: math). `split` names the file (test, train, validation). Prompts are
-// the raw question text. Anything else is read as a JSONL file with read_problems.
+// the raw question text. The code benchmarks (one file each, `split` unused) carry CodeTests instead of a
+// gold answer: "humaneval" (id: task_id; prompt: the prompt itself, to be continued as code), "mbpp-plus"
+// (id: task_id; prompt: EvalPlus's instruction asking for a self-contained Python script, around the task
+// text) and "livecodebench" (id: question_id; prompt: its `prompt` field, else question_content and
+// starter_code). Anything else is read as a JSONL file with read_problems.
 std::vector<Problem> load_dataset(const std::string& name_or_path, const std::string& data_dir,
                                   const std::string& split = "test");
 

@@ -1,12 +1,171 @@
 #include "eval/problem_scoring.h"
 
+#include <regex>
+#include <vector>
+
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 
 namespace klspec {
+namespace {
 
-Verdict score_output(const Problem& problem, std::string_view output) {
+// MBPP+'s plus inputs, checked as EvalPlus does: the canonical solution's result is the expected one;
+// outputs compare exactly, floats within atol (1e-6 when atol is 0) and rtol 1e-7 as np.allclose does,
+// and EvalPlus's set-valued and not-None tasks by those rules. The row arrives on stdin as JSON.
+constexpr std::string_view kMbppPlusHarness = R"(
+
+def _klspec_check_plus_inputs():
+    import copy, json, sys
+    row = json.loads(sys.stdin.read())
+    entry_point, atol = row["entry_point"], row["atol"]
+    reference_namespace = {}
+    exec(row["canonical_solution"], reference_namespace)
+    reference, candidate = reference_namespace[entry_point], globals()[entry_point]
+    set_valued = {"similar_elements", "find_char_long", "common_in_nested_lists", "extract_singly",
+                  "larg_nnum", "intersection_array", "find_dissimilar", "Diff"}
+    not_none = {"check_str", "text_match_three", "text_starta_endb"}
+
+    def is_floats(x):
+        return isinstance(x, float) or (isinstance(x, (list, tuple)) and len(x) > 0
+                                        and all(isinstance(i, float) for i in x))
+
+    def close(out, expected, tolerance):
+        if isinstance(expected, (list, tuple)):
+            return len(out) == len(expected) and all(close(o, e, tolerance) for o, e in zip(out, expected))
+        return out == expected or abs(out - expected) <= tolerance + 1e-07 * abs(expected)
+
+    for inputs in row["plus_input"]:
+        expected = reference(*copy.deepcopy(inputs))
+        out = candidate(*copy.deepcopy(inputs))
+        if entry_point in set_valued:
+            ok = set(out) == set(expected)
+        elif entry_point in not_none:
+            ok = out == expected if isinstance(out, bool) else expected == (out is not None)
+        else:
+            tolerance = atol if atol != 0 or not is_floats(expected) else 1e-06
+            ok = out == expected or (tolerance != 0 and type(out) == type(expected) and close(out, expected, tolerance))
+        assert ok, f"plus input {inputs!r:.80}: expected {expected!r:.80}, got {out!r:.80}"
+
+_klspec_check_plus_inputs()
+)";
+
+// LiveCodeBench's functional tests: Solution().<method>(*args), the arguments one JSON value a line, the
+// result (a tuple read as a list, as LiveCodeBench does) equal to the JSON output. The tests arrive on stdin.
+constexpr std::string_view kFunctionalHarness = R"(
+
+def _klspec_check_functional():
+    import json, sys
+    spec = json.loads(sys.stdin.read())
+    for number, test in enumerate(spec["tests"], 1):
+        args = [json.loads(line) for line in test["input"].strip().split("\n")]
+        expected = json.loads(test["output"])
+        out = getattr(Solution(), spec["method"])(*args)
+        if isinstance(out, tuple):
+            out = list(out)
+        assert out == expected, f"test {number}: expected {expected!r:.80}, got {out!r:.80}"
+
+_klspec_check_functional()
+)";
+
+// The imports LiveCodeBench puts before every program (a subset of its import_string), so that starter
+// code's List and solutions that assume the usual modules run.
+constexpr std::string_view kLiveCodeBenchHeader =
+    "from typing import *\nfrom collections import *\nfrom functools import *\nfrom itertools import *\n"
+    "from heapq import *\nfrom bisect import *\nimport math, re, string, sys\nsys.setrecursionlimit(50000)\n\n";
+
+std::vector<std::string_view> stripped_lines(std::string_view text) {
+    std::vector<std::string_view> lines;
+    text = strip(text);
+    while (!text.empty()) {
+        const size_t end = std::min(text.find('\n'), text.size());
+        lines.push_back(strip(text.substr(0, end)));
+        text = text.substr(std::min(end + 1, text.size()));
+    }
+    return lines;
+}
+
+// "fail: " and the reason a run did not pass: its exception's last line, else how it ended.
+std::string failure(const SandboxResult& run) {
+    if (run.timed_out) return "fail: timed out";
+    if (run.signal != 0) return fmt::format("fail: killed by signal {}", run.signal);
+    const std::vector<std::string_view> lines = stripped_lines(run.stderr_text);
+    if (lines.empty()) return fmt::format("fail: exit status {}", run.exit_code);
+    return fmt::format("fail: {:.200}", lines.back());
+}
+
+ScoredOutput verdict(const SandboxResult& run) { return run.succeeded() ? ScoredOutput{"pass", true} : ScoredOutput{failure(run), false}; }
+
+// HumanEval: the prompt, then the completion. A completion that defines the entry point itself still gets
+// the prompt first, for the imports and helpers it defines (the prompt's stub, a docstring, is replaced).
+std::string humaneval_program(const Problem& problem, const std::string& code) {
+    const CodeTests& tests = *problem.code;
+    const bool defines_entry_point = std::regex_search(code, std::regex("def\\s+" + tests.entry_point + "\\s*\\("));
+    return problem.prompt + (defines_entry_point ? "\n" : "") + code + "\n\n" + tests.test_code + "\n\ncheck(" +
+           tests.entry_point + ")\n";
+}
+
+ScoredOutput run_livecodebench(const CodeTests& tests, const std::string& code) {
+    const SandboxLimits limits = sandbox_limits(CodeBenchmark::LiveCodeBench);
+    const std::string program = std::string(kLiveCodeBenchHeader) + code;
+    if (!tests.entry_point.empty()) {
+        nlohmann::json spec{{"method", tests.entry_point}, {"tests", nlohmann::json::array()}};
+        for (const IoTest& test : tests.io_tests) spec["tests"].push_back({{"input", test.input}, {"output", test.output}});
+        return verdict(run_python_sandboxed(program + std::string(kFunctionalHarness), spec.dump(), limits));
+    }
+    for (size_t i = 0; i < tests.io_tests.size(); ++i) {
+        const SandboxResult run = run_python_sandboxed(program, tests.io_tests[i].input, limits);
+        if (!run.succeeded()) return {failure(run), false};
+        if (stripped_lines(run.stdout_text) != stripped_lines(tests.io_tests[i].output))
+            return {fmt::format("fail: test {}: wrong output", i + 1), false};
+    }
+    return {"pass", true};
+}
+
+ScoredOutput run_code_tests(const Problem& problem, std::string_view output) {
+    if (strip(output).empty()) return {std::nullopt, false};
+    const std::string code = extract_program(output);
+    const CodeTests& tests = *problem.code;
+    switch (tests.benchmark) {
+        case CodeBenchmark::HumanEval:
+            return verdict(run_python_sandboxed(humaneval_program(problem, code), "", sandbox_limits(tests.benchmark)));
+        case CodeBenchmark::MbppPlus:
+            return verdict(run_python_sandboxed(code + "\n\n" + tests.test_code + std::string(kMbppPlusHarness),
+                                                tests.row_json, sandbox_limits(tests.benchmark)));
+        case CodeBenchmark::LiveCodeBench:
+            return run_livecodebench(tests, code);
+    }
+    throw Error("unknown code benchmark");
+}
+
+}  // namespace
+
+SandboxLimits sandbox_limits(CodeBenchmark benchmark) {
+    SandboxLimits limits;
+    if (benchmark == CodeBenchmark::MbppPlus) {
+        limits.wall_time = std::chrono::seconds(60);
+        limits.cpu_seconds = 60;
+    }
+    return limits;
+}
+
+std::string extract_program(std::string_view output) {
+    std::optional<std::string_view> last_block;
+    for (size_t open = output.find("```"); open != std::string_view::npos;) {
+        const size_t line_end = std::min(output.find('\n', open), output.size());
+        const std::string_view tag = strip(output.substr(open + 3, line_end - open - 3));
+        const size_t body = std::min(line_end + 1, output.size());
+        const size_t close = output.find("```", body);
+        if (tag.empty() || tag == "python" || tag == "py" || tag == "python3" || tag == "Python")
+            last_block = output.substr(body, (close == std::string_view::npos ? output.size() : close) - body);
+        open = close == std::string_view::npos ? close : output.find("```", close + 3);
+    }
+    return std::string(last_block.value_or(output));
+}
+
+ScoredOutput score_output(const Problem& problem, std::string_view output) {
+    if (problem.code) return run_code_tests(problem, output);
     if (!problem.gold) throw Error(fmt::format("problem {} has no gold answer", problem.id));
     return {extract_answer(problem.scorer, output), is_correct(problem.scorer, output, *problem.gold)};
 }

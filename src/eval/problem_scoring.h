@@ -7,15 +7,28 @@
 #include <string_view>
 
 #include "eval/dataset.h"
+#include "eval/sandbox.h"
 
 namespace klspec {
 
-struct Verdict {
-    std::optional<std::string> prediction;  // the answer the output gives (normalised), if any
+struct ScoredOutput {
+    // Text benchmarks: the answer the output gives (normalised). Code benchmarks: "pass", or "fail: " and
+    // why (the exception's last line, a wrong test's output, a timeout or signal). nullopt: no answer
+    // (code: the output is blank).
+    std::optional<std::string> prediction;
     bool correct = false;
 };
 
-// Throws klspec::Error when the problem has no gold answer to score against.
-Verdict score_output(const Problem& problem, std::string_view output);
+// Text problems are scored against their gold answer; code problems run their tests in the sandbox
+// (docs/datasets.md, "Code benchmarks"). Throws klspec::Error when a text problem has no gold answer.
+ScoredOutput score_output(const Problem& problem, std::string_view output);
+
+// The program in a model's output: the last fenced block tagged python, py, python3 or untagged (an
+// unclosed last fence runs to the end), else the whole output.
+std::string extract_program(std::string_view output);
+
+// The limits a benchmark's tests run under: MBPP+ runs the reference solution too, on inputs that take
+// its canonical solutions up to 15 s.
+SandboxLimits sandbox_limits(CodeBenchmark benchmark);
 
 }  // namespace klspec

@@ -1,0 +1,115 @@
+// `klspec sweep`: vanilla and every rule setting on the same problems; per-example JSONL, summary, table
+// and the accuracy-against-MAT and accuracy-against-speedup plots (src/eval/sweep.h says what DIR holds).
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "apps/progress_line.h"
+#include "apps/sweep_command.h"
+#include "apps/sweep_options.h"
+#include "core/error.h"
+#include "eval/sweep.h"
+#include "report/curve_plot.h"
+
+namespace klspec {
+namespace {
+
+struct SweepOptions {
+    SweepRunOptions common;
+    std::vector<std::string> rules;
+    bool plots = true;
+    bool json = false;
+};
+
+// Accuracy (%) against `x` of each summary, one curve per rule sorted by x, vanilla as the reference.
+CurvePlot accuracy_plot(const std::vector<PointSummary>& summaries, const std::string& title, const std::string& x_label,
+                        double (*x_of)(const PointSummary&, const PointSummary& vanilla)) {
+    const PointSummary& vanilla = summaries.front();
+    CurvePlot plot{title, x_label, "accuracy (%)", {}, {x_of(vanilla, vanilla), 100 * vanilla.accuracy()}, "vanilla"};
+    for (const PointSummary& s : summaries) {
+        if (s.rule == "vanilla") continue;
+        auto curve = std::find_if(plot.curves.begin(), plot.curves.end(), [&](const Curve& c) { return c.name == s.rule; });
+        if (curve == plot.curves.end()) curve = plot.curves.insert(plot.curves.end(), Curve{s.rule, {}});
+        curve->points.emplace_back(x_of(s, vanilla), 100 * s.accuracy());
+    }
+    for (Curve& c : plot.curves) std::sort(c.points.begin(), c.points.end());
+    return plot;
+}
+
+void draw_plots(const std::vector<PointSummary>& summaries, const std::string& dir, const std::string& dataset) {
+    if (summaries.size() < 2) return;  // vanilla alone: nothing to compare
+    plot_curves(accuracy_plot(summaries, fmt::format("{}: accuracy against mean accepted tokens", dataset),
+                              "MAT (tokens per target call)",
+                              [](const PointSummary& s, const PointSummary&) { return s.totals.mat(); }),
+                dir + "/accuracy_vs_mat");
+    plot_curves(accuracy_plot(summaries, fmt::format("{}: accuracy against speedup over vanilla", dataset),
+                              "speedup (tokens/s over vanilla's)",
+                              [](const PointSummary& s, const PointSummary& v) {
+                                  return v.tokens_per_second() > 0 ? s.tokens_per_second() / v.tokens_per_second() : 0.0;
+                              }),
+                dir + "/accuracy_vs_speedup");
+}
+
+void run_sweep(const SweepOptions& options) {
+    const SweepRunOptions& common = options.common;
+    const std::vector<Problem> problems = load_scored_problems(common.dataset);
+    const std::vector<SweepPoint> points = parse_sweep_points(options.rules, common.run.judge);
+    DecodingSession session = open_sweep_session(common, points);
+    SweepStore store(common.out_dir, sweep_settings(common, session));
+
+    const size_t total = points.size() * problems.size(), todo = missing_examples(store, points, problems);
+    if (todo < total)
+        std::fprintf(stderr, "sweep: resuming %s: %zu of %zu examples already done\n", common.out_dir.c_str(), total - todo,
+                     total);
+    ProgressLine progress("sweep", todo, "examples");
+    size_t done = 0;
+    std::map<std::string, std::pair<size_t, size_t>> correct_of;  // point -> (correct, decoded) this run
+    run_sweep_points(*session.decoder, session.generation, problems, points, common.parallel, store,
+                     [&](const SweepExample& example) {
+                         auto& [correct, decoded] = correct_of[example.point];
+                         correct += example.correct;
+                         ++decoded;
+                         progress.update(++done, fmt::format("{} {}/{} correct", example.point, correct, decoded));
+                     });
+    progress.finish();
+
+    const std::vector<PointSummary> summaries = summarize_sweep(points, store.examples());
+    const std::string table = write_sweep_summary(common.out_dir, summaries);
+    if (options.plots)
+        draw_plots(summaries, common.out_dir, std::filesystem::path(common.dataset.name_or_path).stem().string());
+    if (options.json) {
+        std::ifstream in(common.out_dir + "/summary.json");
+        std::cout << nlohmann::json::parse(in).dump() << "\n";
+    } else {
+        std::cout << fmt::format("{} problems of {} ({}), {} points; results in {}\n\n", problems.size(),
+                                 common.dataset.name_or_path, common.dataset.split, points.size(), common.out_dir)
+                  << table;
+    }
+}
+
+}  // namespace
+
+void register_sweep_command(CLI::App& app) {
+    auto options = std::make_shared<SweepOptions>();
+    CLI::App* cmd = app.add_subcommand(
+        "sweep", "Decode a dataset with vanilla and every rule setting; write per-example results, a summary, the "
+                 "paper's table and accuracy-vs-MAT / accuracy-vs-speedup plots (resumable)");
+    add_sweep_run_options(*cmd, options->common,
+                          "Directory for sweep.json, examples.jsonl, summary.{json,csv}, table.md and the plots; an "
+                          "existing one with the same settings is resumed (new points are added)");
+    cmd->add_option("--rules", options->rules,
+                    "Points to run besides vanilla (always run, the reference): RULE:V1,V2,... with V the threshold, "
+                    "K for topk, N/DELTA for topn-delta; e.g. kl:0.1,0.3,1 topk:2,4 target-entropy:0.5,1")
+        ->required();
+    cmd->add_flag("!--no-plots", options->plots, "Skip the SVG/PNG plots (gnuplot)");
+    cmd->add_flag("--json", options->json, "Print summary.json instead of the table");
+    cmd->callback([options] { run_sweep(*options); });
+}
+
+}  // namespace klspec

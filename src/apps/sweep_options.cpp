@@ -1,0 +1,63 @@
+#include "apps/sweep_options.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace klspec {
+
+void add_sweep_run_options(CLI::App& app, SweepRunOptions& options, const std::string& out_help) {
+    options.run.generation.max_tokens = 512;
+    add_model_options(app, options.run);
+    add_generation_options(app, options.run.generation);
+    add_judge_options(app, options.run.judge, /*with_rule=*/false);
+    add_dataset_options(app, options.dataset, /*with_limit=*/true);
+    app.add_option("--out", options.out_dir, out_help)->required();
+    app.add_option("--parallel", options.parallel,
+                   "Decode this many problems together (also -np); tokens/s then counts each step's time shared")
+        ->capture_default_str()->check(CLI::Range(1, 64));
+}
+
+DecodingSession open_sweep_session(const SweepRunOptions& options, const std::vector<SweepPoint>& points) {
+    RunOptions run = options.run;
+    run.context.n_sequences = options.parallel;
+    for (const SweepPoint& point : points) run.context.hidden_states |= make_judge(point.judge)->needs_hidden_states();
+    DecodingSession session = open_session(run);
+    if (!session.draft) throw Error("a sweep needs a draft model: give -md with -m");
+    return session;
+}
+
+nlohmann::json sweep_settings(const SweepRunOptions& options, const DecodingSession& session) {
+    const GenerationOptions& g = options.run.generation;
+    const JudgeOptions& j = options.run.judge;
+    return {{"target", session.target->path()},
+            {"draft", session.draft->path()},
+            {"dataset", options.dataset.name_or_path},
+            {"split", options.dataset.split},
+            {"full_split", options.dataset.full_split},
+            {"limit", options.dataset.limit},
+            {"max_tokens", g.max_tokens},
+            {"draft_max", g.draft_max},
+            {"draft_min", g.draft_min},
+            {"draft_p_min", g.draft_p_min},
+            {"adaptive_draft", g.adaptive_draft},
+            {"temperature", g.sampling.temperature},
+            {"top_k", g.sampling.top_k},
+            {"top_p", g.sampling.top_p},
+            {"seed", g.sampling.seed},
+            {"stop", g.stop_strings},
+            {"confidence_mask", j.confidence_mask},
+            {"judge_head", j.head_path},
+            {"judge_window", j.window ? nlohmann::json(*j.window) : nlohmann::json()},
+            {"threads", options.run.context.n_threads},
+            {"parallel", options.parallel}};
+}
+
+std::vector<Problem> load_scored_problems(const DatasetChoice& dataset) {
+    std::vector<Problem> problems = dataset.load();
+    for (const Problem& p : problems)
+        if (!p.gold) throw Error(fmt::format("problem {} of {} has no gold answer to score", p.id, dataset.name_or_path));
+    return problems;
+}
+
+}  // namespace klspec

@@ -1,0 +1,295 @@
+#include "eval/sweep.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "eval/batch_decoding.h"
+#include "eval/problem_scoring.h"
+
+namespace klspec {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr std::string_view kFormat = "klspec-sweep/1";
+
+std::vector<std::string> split(std::string_view text, char separator) {
+    std::vector<std::string> parts;
+    size_t begin = 0;
+    while (true) {
+        const size_t end = text.find(separator, begin);
+        parts.emplace_back(text.substr(begin, end - begin));
+        if (end == std::string_view::npos) return parts;
+        begin = end + 1;
+    }
+}
+
+double parse_number(const std::string& text, const std::string& spec) {
+    size_t used = 0;
+    double value = 0;
+    try {
+        value = std::stod(text, &used);
+    } catch (const std::exception&) {
+        used = 0;
+    }
+    if (used != text.size() || text.empty()) throw Error(fmt::format("sweep point '{}': '{}' is not a number", spec, text));
+    return value;
+}
+
+int32_t parse_count(const std::string& text, const std::string& spec) {
+    const double value = parse_number(text, spec);
+    if (value != double(int32_t(value))) throw Error(fmt::format("sweep point '{}': '{}' is not an integer", spec, text));
+    return int32_t(value);
+}
+
+// The judge options of one point: the rule's knob from the value, the rest from base.
+JudgeOptions point_options(const std::string& rule, const std::string& value, const JudgeOptions& base) {
+    JudgeOptions options = base;
+    options.rule = rule;
+    options.threshold.reset();
+    options.topk.reset();
+    options.max_tv.reset();
+    const std::string spec = value.empty() ? rule : rule + ":" + value;
+    if (rule == "topk") {
+        options.topk = parse_count(value, spec);
+    } else if (rule == "topn-delta") {
+        const std::vector<std::string> parts = split(value, '/');
+        if (parts.size() != 2) throw Error(fmt::format("sweep point '{}': topn-delta takes N/DELTA, e.g. 4/0.2", spec));
+        options.topk = parse_count(parts[0], spec);
+        options.threshold = parse_number(parts[1], spec);
+    } else if (!value.empty()) {
+        options.threshold = parse_number(value, spec);
+    }
+    try {
+        make_judge(options);
+    } catch (const Error& e) {
+        throw Error(fmt::format("sweep point '{}': {}", spec, e.what()));
+    }
+    return options;
+}
+
+}  // namespace
+
+std::vector<SweepPoint> parse_sweep_points(const std::vector<std::string>& specs, const JudgeOptions& base) {
+    std::vector<SweepPoint> points{{"vanilla", "", point_options("vanilla", "", base)}};
+    const auto add = [&](const std::string& rule, const std::string& value) {
+        SweepPoint point{rule, value, point_options(rule, value, base)};
+        const auto same = [&](const SweepPoint& p) { return p.label() == point.label(); };
+        if (std::none_of(points.begin(), points.end(), same)) points.push_back(std::move(point));
+    };
+    for (const std::string& spec : specs) {
+        const size_t colon = spec.find(':');
+        const std::string rule = spec.substr(0, colon);
+        if (colon == std::string::npos) {
+            add(rule, "");
+            continue;
+        }
+        for (const std::string& value : split(std::string_view(spec).substr(colon + 1), ','))
+            if (!value.empty()) add(rule, value);
+    }
+    return points;
+}
+
+nlohmann::json to_json(const SweepExample& e) {
+    const GenerationStats& s = e.stats;
+    return {{"point", e.point},
+            {"id", e.id},
+            {"output", e.output},
+            {"prediction", e.prediction},
+            {"correct", e.correct},
+            {"stop_reason", e.stop_reason},
+            {"prompt_tokens", s.prompt_tokens},
+            {"emitted", s.emitted},
+            {"target_calls", s.target_calls},
+            {"draft_calls", s.draft_calls},
+            {"drafted", s.drafted},
+            {"accepted", s.accepted},
+            {"relaxed", s.relaxed_accepted},
+            {"judge_seconds", s.judge_seconds},
+            {"wall_seconds", e.wall_seconds}};
+}
+
+SweepExample sweep_example_from_json(const nlohmann::json& row) {
+    SweepExample e;
+    e.point = row.at("point").get<std::string>();
+    e.id = row.at("id").get<std::string>();
+    e.output = row.at("output").get<std::string>();
+    e.prediction = row.at("prediction").get<std::string>();
+    e.correct = row.at("correct").get<bool>();
+    e.stop_reason = row.at("stop_reason").get<std::string>();
+    GenerationStats& s = e.stats;
+    s.prompt_tokens = row.at("prompt_tokens").get<int64_t>();
+    s.emitted = row.at("emitted").get<int64_t>();
+    s.target_calls = row.at("target_calls").get<int64_t>();
+    s.draft_calls = row.at("draft_calls").get<int64_t>();
+    s.drafted = row.at("drafted").get<int64_t>();
+    s.accepted = row.at("accepted").get<int64_t>();
+    s.relaxed_accepted = row.at("relaxed").get<int64_t>();
+    s.judge_seconds = row.at("judge_seconds").get<double>();
+    e.wall_seconds = row.at("wall_seconds").get<double>();
+    return e;
+}
+
+SweepStore::SweepStore(const std::string& dir, const nlohmann::json& settings) : dir_(dir) {
+    const fs::path root(dir);
+    std::error_code ec;
+    fs::create_directories(root, ec);
+    if (ec) throw Error(fmt::format("cannot create sweep directory {}: {}", dir, ec.message()));
+    nlohmann::json stored = settings;
+    stored["format"] = kFormat;
+    const fs::path settings_path = root / "sweep.json";
+    if (fs::exists(settings_path)) {
+        std::ifstream in(settings_path);
+        const nlohmann::json old = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+        if (old.is_discarded() || old.value("format", "") != kFormat)
+            throw Error(fmt::format("{} is not a klspec sweep (format {})", settings_path.string(), kFormat));
+        for (const auto& [key, value] : stored.items())
+            if (old.value(key, nlohmann::json()) != value)
+                throw Error(fmt::format("{} holds a sweep with other settings ({}: {} there, {} now); use another --out",
+                                        dir, key, old.value(key, nlohmann::json()).dump(), value.dump()));
+    } else {
+        std::ofstream(settings_path) << stored.dump(2) << "\n";
+    }
+
+    // Keep every complete example; a line cut by an interrupt (the last one) is dropped and rewritten.
+    const fs::path examples_path = root / "examples.jsonl";
+    std::string kept;
+    if (std::ifstream in(examples_path); in) {
+        std::string line;
+        for (size_t n = 1; std::getline(in, line); ++n) {
+            const bool complete = !in.eof();
+            const nlohmann::json row = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+            if (row.is_discarded()) {
+                if (!complete) break;
+                throw Error(fmt::format("{}:{}: not a JSON object", examples_path.string(), n));
+            }
+            try {
+                examples_.push_back(sweep_example_from_json(row));
+            } catch (const nlohmann::json::exception& e) {
+                throw Error(fmt::format("{}:{}: {}", examples_path.string(), n, e.what()));
+            }
+            done_.insert({examples_.back().point, examples_.back().id});
+            kept += line + "\n";
+        }
+    }
+    std::ofstream(examples_path, std::ios::trunc) << kept;
+    out_.open(examples_path, std::ios::app);
+    if (!out_) throw Error(fmt::format("cannot write {}", examples_path.string()));
+}
+
+void SweepStore::append(const SweepExample& example) {
+    out_ << to_json(example).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    out_.flush();
+    done_.insert({example.point, example.id});
+    examples_.push_back(example);
+}
+
+size_t missing_examples(const SweepStore& store, std::span<const SweepPoint> points, std::span<const Problem> problems) {
+    size_t missing = 0;
+    for (const SweepPoint& point : points)
+        for (const Problem& p : problems) missing += !store.done(point.label(), p.id);
+    return missing;
+}
+
+void run_sweep_points(SpeculativeDecoder& decoder, const GenerationOptions& generation, std::span<const Problem> problems,
+                      std::span<const SweepPoint> points, int32_t parallel, SweepStore& store,
+                      const std::function<void(const SweepExample&)>& on_example) {
+    for (const SweepPoint& point : points) {
+        std::vector<Problem> remaining;
+        for (const Problem& p : problems)
+            if (!store.done(point.label(), p.id)) remaining.push_back(p);
+        GenerationOptions point_generation = generation;
+        point_generation.judge = make_judge(point.judge);
+        decode_problems(decoder, remaining, point_generation, parallel, [&](DecodedProblem&& decoded) {
+            const Problem& problem = remaining[decoded.index];
+            const ScoredOutput verdict = score_output(problem, decoded.result.text);
+            store.append({point.label(), problem.id, decoded.result.text, verdict.prediction.value_or(""), verdict.correct,
+                          std::string(to_string(decoded.result.stop_reason)), decoded.result.stats, decoded.wall_seconds});
+            on_example(store.examples().back());
+        });
+    }
+}
+
+std::vector<PointSummary> summarize_sweep(const std::vector<SweepPoint>& points, const std::vector<SweepExample>& examples) {
+    std::vector<PointSummary> summaries;
+    std::map<std::string, size_t> index_of;
+    for (const SweepPoint& p : points) {
+        index_of[p.label()] = summaries.size();
+        PointSummary summary;
+        summary.point = p.label();
+        summary.rule = p.rule;
+        summary.value = p.value;
+        summaries.push_back(std::move(summary));
+    }
+    for (const SweepExample& e : examples) {
+        const auto it = index_of.find(e.point);
+        if (it == index_of.end()) continue;
+        PointSummary& s = summaries[it->second];
+        ++s.examples;
+        s.correct += e.correct;
+        s.totals += e.stats;
+        s.wall_seconds += e.wall_seconds;
+    }
+    return summaries;
+}
+
+std::map<std::string, const PointSummary*> best_within_loss(const std::vector<PointSummary>& summaries, double max_loss) {
+    std::map<std::string, const PointSummary*> best;
+    if (summaries.empty()) return best;
+    const double floor = summaries.front().accuracy() - max_loss - 1e-12;
+    for (const PointSummary& s : summaries) {
+        if (s.accuracy() < floor) continue;
+        const PointSummary*& b = best[s.rule];
+        if (b == nullptr || s.totals.mat() > b->totals.mat()) b = &s;
+    }
+    return best;
+}
+
+std::string write_sweep_summary(const std::string& dir, const std::vector<PointSummary>& summaries) {
+    if (summaries.empty()) throw Error("sweep: nothing to summarise");
+    const PointSummary& vanilla = summaries.front();
+    const double vanilla_speed = vanilla.tokens_per_second();
+    const auto speedup = [&](const PointSummary& s) { return vanilla_speed > 0 ? s.tokens_per_second() / vanilla_speed : 0.0; };
+
+    nlohmann::json points = nlohmann::json::array();
+    std::ostringstream csv, table;
+    csv << "point,rule,value,examples,correct,accuracy,accuracy_change,mat,acceptance,relaxed,emitted,target_calls,"
+           "tokens_per_second,speedup\n";
+    table << "| rule | value | accuracy | Δ acc | MAT | acceptance | relaxed | tokens/s | speedup |\n"
+             "|---|---|---|---|---|---|---|---|---|\n";
+    for (const PointSummary& s : summaries) {
+        const double change = s.accuracy() - vanilla.accuracy();
+        points.push_back({{"point", s.point}, {"rule", s.rule}, {"value", s.value}, {"examples", s.examples},
+                          {"correct", s.correct}, {"accuracy", s.accuracy()}, {"accuracy_change", change},
+                          {"mat", s.totals.mat()}, {"acceptance", s.totals.acceptance_rate()},
+                          {"relaxed", s.totals.relaxed_accepted}, {"emitted", s.totals.emitted},
+                          {"target_calls", s.totals.target_calls}, {"wall_seconds", s.wall_seconds},
+                          {"tokens_per_second", s.tokens_per_second()}, {"speedup", speedup(s)}});
+        csv << fmt::format("{},{},{},{},{},{:.4f},{:.4f},{:.3f},{:.4f},{},{},{},{:.1f},{:.3f}\n", s.point, s.rule, s.value,
+                           s.examples, s.correct, s.accuracy(), change, s.totals.mat(), s.totals.acceptance_rate(),
+                           s.totals.relaxed_accepted, s.totals.emitted, s.totals.target_calls, s.tokens_per_second(),
+                           speedup(s));
+        table << fmt::format("| {} | {} | {:.1f} % | {:+.1f} | {:.2f} | {:.1f} % | {} | {:.1f} | {:.2f}× |\n", s.rule,
+                             s.value.empty() ? "—" : s.value, 100 * s.accuracy(), 100 * change, s.totals.mat(),
+                             100 * s.totals.acceptance_rate(), s.totals.relaxed_accepted, s.tokens_per_second(), speedup(s));
+    }
+    nlohmann::json best = nlohmann::json::object();
+    table << "\nBest MAT within 1 point of vanilla's accuracy:";
+    for (const auto& [rule, s] : best_within_loss(summaries, 0.01)) {
+        best[rule] = {{"point", s->point}, {"mat", s->totals.mat()}, {"accuracy", s->accuracy()}, {"speedup", speedup(*s)}};
+        table << fmt::format(" {} {:.2f} ({});", rule, s->totals.mat(), s->point);
+    }
+    table << "\n";
+
+    const fs::path root(dir);
+    std::ofstream(root / "summary.json") << nlohmann::json{{"points", points}, {"best_mat_within_1_point", best}}.dump(2)
+                                         << "\n";
+    std::ofstream(root / "summary.csv") << csv.str();
+    std::ofstream(root / "table.md") << table.str();
+    return table.str();
+}
+
+}  // namespace klspec

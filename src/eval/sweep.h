@@ -1,0 +1,103 @@
+// A judge sweep (issue 10; DESIGN.md "Metrics"): vanilla and every rule setting decoded on the same
+// problems with the same models, scored, and summarised as the paper's table and curves.
+//
+// On disk (klspec sweep --out DIR), appended one example at a time so an interrupted sweep resumes:
+//   sweep.json      the settings that shape the results (models, dataset, decoding, points)
+//   examples.jsonl  one decoded problem a line: point, id, output, prediction, correct, counters, wall time
+//   summary.json, summary.csv, table.md   written at the end from examples.jsonl
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <set>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/judge_factory.h"
+#include "core/stats.h"
+#include "engine/speculative_decoder.h"
+#include "eval/dataset.h"
+
+namespace klspec {
+
+// One setting of one rule: "vanilla", "kl:0.3", "topk:4", "topn-delta:4/0.2".
+struct SweepPoint {
+    std::string rule;
+    std::string value;  // as written; empty for vanilla
+    JudgeOptions judge;
+    std::string label() const { return value.empty() ? rule : rule + ":" + value; }
+};
+
+// Parses "RULE:V1,V2,..." specs (V: τ, or K for topk, or N/δ for topn-delta; vanilla takes none) into
+// points, vanilla first and always present, duplicates dropped. `base` gives what every point shares
+// (confidence mask, head file, FLy window). Every point is checked by building its judge.
+std::vector<SweepPoint> parse_sweep_points(const std::vector<std::string>& specs, const JudgeOptions& base);
+
+// One decoded example as stored.
+struct SweepExample {
+    std::string point;  // SweepPoint::label()
+    std::string id;
+    std::string output;
+    std::string prediction;  // the scorer's extracted answer ("" when none)
+    bool correct = false;
+    std::string stop_reason;
+    GenerationStats stats;
+    double wall_seconds = 0;  // decode_problems' attribution
+};
+nlohmann::json to_json(const SweepExample& example);
+SweepExample sweep_example_from_json(const nlohmann::json& row);
+
+// The sweep directory. Reopening with different settings is an error (start a new DIR).
+class SweepStore {
+public:
+    SweepStore(const std::string& dir, const nlohmann::json& settings);
+    bool done(const std::string& point, const std::string& id) const { return done_.contains({point, id}); }
+    void append(const SweepExample& example);
+    const std::vector<SweepExample>& examples() const { return examples_; }
+    const std::string& dir() const { return dir_; }
+
+private:
+    std::string dir_;
+    std::set<std::pair<std::string, std::string>> done_;
+    std::vector<SweepExample> examples_;
+    std::ofstream out_;
+};
+
+// How many (point, problem) pairs the store does not hold yet.
+size_t missing_examples(const SweepStore& store, std::span<const SweepPoint> points, std::span<const Problem> problems);
+
+// Decodes (with `generation`, its judge replaced by each point's), scores and stores every (point, problem)
+// the store does not hold yet, point by point; on_example is called after each is stored.
+void run_sweep_points(SpeculativeDecoder& decoder, const GenerationOptions& generation, std::span<const Problem> problems,
+                      std::span<const SweepPoint> points, int32_t parallel, SweepStore& store,
+                      const std::function<void(const SweepExample&)>& on_example);
+
+// A point's totals over the examples it has.
+struct PointSummary {
+    std::string point, rule, value;
+    size_t examples = 0, correct = 0;
+    GenerationStats totals;
+    double wall_seconds = 0;
+    double accuracy() const { return examples ? double(correct) / double(examples) : 0.0; }
+    // Emitted tokens over the wall time decode_problems attributed to the examples (prompts included).
+    double tokens_per_second() const { return wall_seconds > 0 ? double(totals.emitted) / wall_seconds : 0.0; }
+};
+
+// One summary per point, in the points' order; vanilla's is first.
+std::vector<PointSummary> summarize_sweep(const std::vector<SweepPoint>& points, const std::vector<SweepExample>& examples);
+
+// Per rule, its point with the highest MAT whose accuracy is at most `max_loss` (a fraction) below
+// vanilla's, if any: the paper's "best MAT at equal accuracy".
+std::map<std::string, const PointSummary*> best_within_loss(const std::vector<PointSummary>& summaries, double max_loss);
+
+// summary.json (each point's speedup and accuracy change over vanilla, and best_within_loss at 1 point),
+// summary.csv and table.md; returns the table to print.
+std::string write_sweep_summary(const std::string& dir, const std::vector<PointSummary>& summaries);
+
+}  // namespace klspec

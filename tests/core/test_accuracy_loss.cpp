@@ -1,0 +1,45 @@
+#include <gtest/gtest.h>
+
+#include <vector>
+#include <cmath>
+
+#include "core/accuracy_loss.h"
+#include "core/error.h"
+
+namespace klspec {
+namespace {
+
+TEST(AccuracyLoss, HandComputedInterval) {
+    // d = 1, 0, 0, -1, 1: mean 0.2; sample variance (1+0+0+1+1 - 5*0.04)/4 = 0.7; half-width 1.96*sqrt(0.7/5).
+    const std::vector<bool> reference{true, true, false, false, true};
+    const std::vector<bool> candidate{false, true, false, true, false};
+    const AccuracyLoss l = paired_accuracy_loss(reference, candidate);
+    EXPECT_EQ(l.problems, 5u);
+    EXPECT_NEAR(l.loss, 0.2, 1e-12);
+    EXPECT_NEAR(l.high - l.loss, 1.96 * std::sqrt(0.7 / 5), 1e-12);
+    EXPECT_NEAR(l.loss - l.low, 1.96 * std::sqrt(0.7 / 5), 1e-12);
+}
+
+TEST(AccuracyLoss, IdenticalVerdictsHaveNoLossAndNoSpread) {
+    const std::vector<bool> verdicts{true, false, true};
+    const AccuracyLoss l = paired_accuracy_loss(verdicts, verdicts);
+    EXPECT_EQ(l.loss, 0.0);
+    EXPECT_EQ(l.low, 0.0);
+    EXPECT_EQ(l.high, 0.0);
+}
+
+TEST(AccuracyLoss, ABetterCandidateHasNegativeLoss) {
+    const std::vector<bool> reference{false, false, true, true};
+    const std::vector<bool> candidate{true, true, true, true};
+    EXPECT_NEAR(paired_accuracy_loss(reference, candidate).loss, -0.5, 1e-12);
+}
+
+TEST(AccuracyLoss, MismatchedOrEmptyInputIsAnError) {
+    const std::vector<bool> two{true, false};
+    const std::vector<bool> one{true};
+    EXPECT_THROW(paired_accuracy_loss(two, one), Error);
+    EXPECT_THROW(paired_accuracy_loss({}, {}), Error);
+}
+
+}  // namespace
+}  // namespace klspec

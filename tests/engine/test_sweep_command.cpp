@@ -1,0 +1,141 @@
+// `klspec sweep` end to end on stories260K (target F32, draft Q4_0): what DIR holds, vanilla's outputs
+// equal target-only greedy decoding, and an interrupted sweep resumes to the same results.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "test_support.h"
+
+namespace klspec {
+namespace {
+
+const std::string kDataset = std::string(KLSPEC_SOURCE_DIR) + "/data/testbed_word_test.jsonl";
+
+std::string sweep_command(const std::string& out, const std::string& extra = "") {
+    return test::kCli + " sweep -m " + test::kTargetModel + " -md " + test::kDraftQ4 + " --dataset " + kDataset +
+           " --limit 3 -n 24 --draft-max 4 -t 1 --rules kl:0.5,2 topk:3 --out " + out + " " + extra;
+}
+
+std::vector<nlohmann::json> read_jsonl(const std::string& path) {
+    std::vector<nlohmann::json> rows;
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) rows.push_back(nlohmann::json::parse(line));
+    return rows;
+}
+
+// (point, id) -> output and counters: everything but the wall times, which differ between runs.
+std::map<std::pair<std::string, std::string>, nlohmann::json> results_of(const std::string& dir) {
+    std::map<std::pair<std::string, std::string>, nlohmann::json> results;
+    for (nlohmann::json row : read_jsonl(dir + "/examples.jsonl")) {
+        row.erase("wall_seconds");
+        row.erase("judge_seconds");
+        results[{row["point"], row["id"]}] = row;
+    }
+    return results;
+}
+
+TEST(SweepCommand, WritesEveryPointAndVanillaIsTargetOnly) {
+    const std::string out = test::temp_path("sweep-full");
+    const test::CommandResult r = test::run_command(sweep_command(out, "--no-plots"));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("| rule | value | accuracy"), std::string::npos) << r.output;
+    for (const char* file : {"sweep.json", "examples.jsonl", "summary.json", "summary.csv", "table.md"})
+        EXPECT_TRUE(std::filesystem::exists(out + "/" + file)) << file;
+
+    const auto results = results_of(out);
+    EXPECT_EQ(results.size(), 4u * 3u);  // vanilla, kl:0.5, kl:2, topk:3 on 3 problems
+    std::ifstream summary_file(out + "/summary.json");
+    const nlohmann::json summary = nlohmann::json::parse(summary_file);
+    ASSERT_EQ(summary["points"].size(), 4u);
+    EXPECT_EQ(summary["points"][0]["point"], "vanilla");
+    EXPECT_DOUBLE_EQ(summary["points"][0]["speedup"].get<double>(), 1.0);
+    // The summary's counters are the sums of the examples'.
+    for (const nlohmann::json& point : summary["points"]) {
+        int64_t emitted = 0, calls = 0;
+        for (const auto& [key, row] : results)
+            if (key.first == point["point"]) emitted += row["emitted"].get<int64_t>(), calls += row["target_calls"].get<int64_t>();
+        EXPECT_EQ(point["emitted"].get<int64_t>(), emitted);
+        EXPECT_EQ(point["target_calls"].get<int64_t>(), calls);
+        EXPECT_NEAR(point["mat"].get<double>(), double(emitted) / double(calls), 1e-9);
+    }
+
+    // Greedy vanilla speculative decoding is lossless: each output is the target's own greedy text.
+    const std::vector<nlohmann::json> rows = read_jsonl(kDataset);
+    for (size_t i = 0; i < 3; ++i) {
+        const std::string prompt_file = test::temp_path("sweep-prompt.txt");
+        std::ofstream(prompt_file) << rows[i]["question"].get<std::string>();
+        const test::CommandResult g = test::run_command(test::kCli + " generate --json -m " + test::kTargetModel +
+                                                        " -n 24 -t 1 -f " + prompt_file);
+        ASSERT_EQ(g.exit_code, 0) << g.output;
+        EXPECT_EQ(results.at({"vanilla", std::to_string(i)})["output"], nlohmann::json::parse(g.output)["text"]) << i;
+    }
+}
+
+TEST(SweepCommand, AnInterruptedSweepResumesToTheSameResults) {
+    const std::string full = test::temp_path("sweep-reference");
+    ASSERT_EQ(test::run_command(sweep_command(full, "--no-plots")).exit_code, 0);
+
+    // An interrupt: the first 5 examples kept, the 6th cut mid-line.
+    const std::string resumed = test::temp_path("sweep-resumed");
+    std::filesystem::create_directories(resumed);
+    std::filesystem::copy_file(full + "/sweep.json", resumed + "/sweep.json");
+    {
+        std::ifstream in(full + "/examples.jsonl");
+        std::ofstream out(resumed + "/examples.jsonl");
+        std::string line;
+        for (int i = 0; i < 5 && std::getline(in, line); ++i) out << line << "\n";
+        std::getline(in, line);
+        out << line.substr(0, line.size() / 2);
+    }
+    const test::CommandResult r = test::run_command(sweep_command(resumed, "--no-plots"));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("5 of 12 examples already done"), std::string::npos) << r.output;
+    EXPECT_EQ(results_of(resumed), results_of(full));
+    EXPECT_EQ(read_jsonl(resumed + "/examples.jsonl").size(), 12u);
+}
+
+TEST(SweepCommand, RefusesOtherSettingsAndBadPoints) {
+    const std::string out = test::temp_path("sweep-settings");
+    ASSERT_EQ(test::run_command(sweep_command(out, "--no-plots")).exit_code, 0);
+    const test::CommandResult other = test::run_command(sweep_command(out, "--no-plots --draft-max 5"));
+    EXPECT_EQ(other.exit_code, 1);
+    EXPECT_NE(other.output.find("holds a sweep with other settings (draft_max: 4 there, 5 now)"), std::string::npos)
+        << other.output;
+
+    for (const auto& [rules, message] : std::vector<std::pair<std::string, std::string>>{
+             {"kl:abc", "sweep point 'kl:abc': 'abc' is not a number"},
+             {"topk:2.5", "sweep point 'topk:2.5': '2.5' is not an integer"},
+             {"topn-delta:4", "topn-delta takes N/DELTA"},
+             {"nosuchrule:1", "sweep point 'nosuchrule:1'"},
+             {"prob-threshold:2", "threshold must be in [0, 1]"}}) {
+        const test::CommandResult r = test::run_command(test::kCli + " sweep -m " + test::kTargetModel + " -md " +
+                                                        test::kDraftQ4 + " --dataset " + kDataset + " --rules " +
+                                                        rules + " --out " + test::temp_path("sweep-bad"));
+        EXPECT_EQ(r.exit_code, 1) << rules;
+        EXPECT_NE(r.output.find(message), std::string::npos) << rules << ": " << r.output;
+    }
+}
+
+TEST(SweepCommand, DrawsBothPlots) {
+    const std::string out = test::temp_path("sweep-plots");
+    const test::CommandResult r = test::run_command(sweep_command(out));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    for (const char* stem : {"accuracy_vs_mat", "accuracy_vs_speedup"}) {
+        for (const char* ext : {".svg", ".png"}) {
+            const std::string path = out + "/" + stem + ext;
+            ASSERT_TRUE(std::filesystem::exists(path)) << path;
+            EXPECT_GT(std::filesystem::file_size(path), 1000u) << path;
+        }
+    }
+    std::ifstream svg(out + "/accuracy_vs_mat.svg");
+    const std::string text((std::istreambuf_iterator<char>(svg)), {});
+    for (const char* legend : {"kl", "topk", "vanilla"}) EXPECT_NE(text.find(legend), std::string::npos) << legend;
+}
+
+}  // namespace
+}  // namespace klspec

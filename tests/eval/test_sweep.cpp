@@ -1,0 +1,155 @@
+// The sweep's bookkeeping without models: parsing points, the resumable store, summaries, and the
+// calibration choice (src/eval/sweep.h, src/eval/calibration.h).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "eval/calibration.h"
+#include "eval/sweep.h"
+
+namespace klspec {
+namespace {
+
+std::string fresh_dir(const std::string& name) {
+    const auto dir = std::filesystem::temp_directory_path() / "klspec-tests" / name;
+    std::filesystem::remove_all(dir);
+    return dir.string();
+}
+
+SweepExample example(const std::string& point, const std::string& id, bool correct, int64_t emitted, int64_t calls,
+                     double wall) {
+    SweepExample e;
+    e.point = point;
+    e.id = id;
+    e.output = "out " + id;
+    e.correct = correct;
+    e.stop_reason = "eog";
+    e.stats.emitted = emitted;
+    e.stats.target_calls = calls;
+    e.wall_seconds = wall;
+    return e;
+}
+
+TEST(SweepPoints, VanillaFirstThenEachValueOfEachRule) {
+    const std::vector<SweepPoint> points = parse_sweep_points({"kl:0.1,0.5", "topk:2", "topn-delta:4/0.2", "kl:0.5"}, {});
+    std::vector<std::string> labels;
+    for (const SweepPoint& p : points) labels.push_back(p.label());
+    EXPECT_EQ(labels, (std::vector<std::string>{"vanilla", "kl:0.1", "kl:0.5", "topk:2", "topn-delta:4/0.2"}));
+    EXPECT_EQ(*points[2].judge.threshold, 0.5);
+    EXPECT_EQ(*points[3].judge.topk, 2);
+    EXPECT_EQ(*points[4].judge.topk, 4);
+    EXPECT_DOUBLE_EQ(*points[4].judge.threshold, 0.2);
+}
+
+TEST(SweepPoints, SharedJudgeSettingsComeFromTheBase) {
+    JudgeOptions base;
+    base.confidence_mask = 0.7;
+    EXPECT_DOUBLE_EQ(parse_sweep_points({"kl:1"}, base)[1].judge.confidence_mask, 0.7);
+}
+
+TEST(SweepPoints, BadPointsAreOneLineErrors) {
+    EXPECT_THROW(parse_sweep_points({"kl:x"}, {}), Error);
+    EXPECT_THROW(parse_sweep_points({"topk:0"}, {}), Error);
+    EXPECT_THROW(parse_sweep_points({"kl"}, {}), Error);  // kl requires a threshold
+    EXPECT_THROW(parse_sweep_points({"unknown:1"}, {}), Error);
+}
+
+TEST(SweepStore, ReopensKeepingCompleteLinesAndRefusesOtherSettings) {
+    const std::string dir = fresh_dir("store");
+    {
+        SweepStore store(dir, {{"draft_max", 8}});
+        store.append(example("vanilla", "0", true, 10, 5, 0.5));
+        store.append(example("kl:1", "0", false, 12, 4, 0.25));
+    }
+    std::ofstream(dir + "/examples.jsonl", std::ios::app) << R"({"point": "kl:1", "id": "1", "outp)";  // cut
+    SweepStore reopened(dir, {{"draft_max", 8}});
+    ASSERT_EQ(reopened.examples().size(), 2u);
+    EXPECT_TRUE(reopened.done("kl:1", "0"));
+    EXPECT_FALSE(reopened.done("kl:1", "1"));
+    EXPECT_EQ(reopened.examples()[1].stats.emitted, 12);
+    EXPECT_EQ(reopened.examples()[0].output, "out 0");
+    reopened.append(example("kl:1", "1", true, 3, 1, 0.1));
+    EXPECT_EQ(SweepStore(dir, {{"draft_max", 8}}).examples().size(), 3u);  // the cut line was replaced
+
+    try {
+        SweepStore other(dir, {{"draft_max", 4}});
+        FAIL() << "other settings accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("draft_max: 8 there, 4 now"), std::string::npos) << e.what();
+    }
+}
+
+TEST(SweepSummary, HandComputedTotalsAndBestWithinOnePoint) {
+    const std::vector<SweepPoint> points = parse_sweep_points({"kl:0.5,2", "topk:4"}, {});
+    std::vector<SweepExample> examples;
+    for (int i = 0; i < 100; ++i) {
+        const std::string id = std::to_string(i);
+        examples.push_back(example("vanilla", id, i < 80, 10, 5, 0.1));  // 80 %, MAT 2
+        examples.push_back(example("kl:0.5", id, i < 80, 10, 4, 0.08));  // 80 %, MAT 2.5
+        examples.push_back(example("kl:2", id, i < 79, 10, 2, 0.05));    // 79 %: within 1 point, MAT 5
+        examples.push_back(example("topk:4", id, i < 70, 10, 1, 0.02));  // 70 %: out, MAT 10
+    }
+    const std::vector<PointSummary> s = summarize_sweep(points, examples);
+    ASSERT_EQ(s.size(), 4u);
+    EXPECT_DOUBLE_EQ(s[0].accuracy(), 0.8);
+    EXPECT_DOUBLE_EQ(s[1].totals.mat(), 2.5);
+    EXPECT_NEAR(s[2].tokens_per_second(), 1000.0 / 5.0, 1e-9);  // 100 walls of 0.05 s
+    const auto best = best_within_loss(s, 0.01);
+    EXPECT_EQ(best.at("kl")->point, "kl:2");
+    EXPECT_FALSE(best.contains("topk"));
+    EXPECT_EQ(best.at("vanilla")->point, "vanilla");
+
+    const std::string dir = fresh_dir("summary");
+    std::filesystem::create_directories(dir);
+    const std::string table = write_sweep_summary(dir, s);
+    EXPECT_NE(table.find("| kl | 2 | 79.0 % | -1.0 | 5.00 |"), std::string::npos) << table;
+    EXPECT_NE(table.find("2.00×"), std::string::npos) << table;  // kl:2 at 200 tokens/s against vanilla's 100
+    std::ifstream csv(dir + "/summary.csv");
+    std::string header;
+    std::getline(csv, header);
+    EXPECT_EQ(header.rfind("point,rule,value,examples,correct,accuracy", 0), 0u);
+}
+
+TEST(Calibration, PicksTheHighestMatWithinTheBudget) {
+    const std::vector<SweepPoint> points = parse_sweep_points({"kl:0.5,1,3"}, {});
+    std::vector<Problem> problems;
+    std::vector<SweepExample> examples;
+    for (int i = 0; i < 200; ++i) {
+        const std::string id = std::to_string(i);
+        problems.push_back({id, "q", "1", Scorer::Gsm8k, ""});
+        examples.push_back(example("vanilla", id, i % 2 == 0, 10, 5, 0.1));
+        examples.push_back(example("kl:0.5", id, i % 2 == 0, 10, 4, 0.1));              // loss 0
+        examples.push_back(example("kl:1", id, i % 2 == 0 && i != 0, 10, 3, 0.1));      // loss 0.5 %
+        examples.push_back(example("kl:3", id, i % 2 == 0 && i % 10 != 0, 10, 2, 0.1));  // loss 10 %
+    }
+    const auto losses = accuracy_losses(examples, points, problems);
+    EXPECT_DOUBLE_EQ(losses.at("kl:1").loss, 0.005);
+    EXPECT_DOUBLE_EQ(losses.at("kl:3").loss, 0.1);
+    const std::vector<PointSummary> s = summarize_sweep(points, examples);
+    EXPECT_EQ(s[*pick_within_budget(s, losses, 0.01, false)].point, "kl:1");
+    // Strict: kl:1's interval reaches past 1 % (one loss in 200), kl:0.5's is exactly 0.
+    EXPECT_EQ(s[*pick_within_budget(s, losses, 0.01, true)].point, "kl:0.5");
+    EXPECT_FALSE(pick_within_budget(s, {{"kl:3", losses.at("kl:3")}}, 0.01, false).has_value());
+
+    problems.push_back({"200", "q", "1", Scorer::Gsm8k, ""});
+    EXPECT_THROW(accuracy_losses(examples, points, problems), Error);  // a problem without results
+}
+
+TEST(Calibration, SplitIsSeededByIdAndBudgetsParse) {
+    std::vector<Problem> problems;
+    for (int i = 0; i < 400; ++i) problems.push_back({std::to_string(i), "q", "1", Scorer::Gsm8k, ""});
+    const auto [calibration, validation] = calibration_split(problems, 0.5);
+    EXPECT_EQ(calibration.size() + validation.size(), 400u);
+    EXPECT_NEAR(double(calibration.size()), 200.0, 40.0);
+    EXPECT_EQ(calibration_split(problems, 0.5).first.front().id, calibration.front().id);
+    EXPECT_DOUBLE_EQ(parse_accuracy_budget("1%"), 0.01);
+    EXPECT_DOUBLE_EQ(parse_accuracy_budget("0.02"), 0.02);
+    EXPECT_THROW(parse_accuracy_budget("150%"), Error);
+    EXPECT_THROW(parse_accuracy_budget("abc"), Error);
+    EXPECT_THROW(calibration_split(problems, 1.0), Error);
+}
+
+}  // namespace
+}  // namespace klspec
