@@ -56,7 +56,8 @@ nlohmann::json sweep_settings(const SweepRunOptions& options, const DecodingSess
 std::vector<Problem> load_scored_problems(const DatasetChoice& dataset) {
     std::vector<Problem> problems = dataset.load();
     for (const Problem& p : problems)
-        if (!p.gold) throw Error(fmt::format("problem {} of {} has no gold answer to score", p.id, dataset.name_or_path));
+        if (!p.gold && !p.code)
+            throw Error(fmt::format("problem {} of {} has no gold answer to score", p.id, dataset.name_or_path));
     return problems;
 }
 

@@ -30,7 +30,7 @@ DecodingSession open_sweep_session(const SweepRunOptions& options, const std::ve
 // What makes two runs' examples comparable (models, dataset, decoding, shared judge settings, threads).
 nlohmann::json sweep_settings(const SweepRunOptions& options, const DecodingSession& session);
 
-// The problems, each with a gold answer (klspec::Error naming one without).
+// The problems, each with a gold answer or code tests (klspec::Error naming one without).
 std::vector<Problem> load_scored_problems(const DatasetChoice& dataset);
 
 }  // namespace klspec

@@ -139,3 +139,57 @@ TEST(SweepCommand, DrawsBothPlots) {
 
 }  // namespace
 }  // namespace klspec
+
+namespace klspec {
+namespace {
+
+// stories260K scores 0 everywhere, so every point is within any budget and calibrate must choose the
+// highest-MAT one, then validate it on the other half.
+TEST(CalibrateCommand, ChoosesTheHighestMatWithinBudgetAndValidates) {
+    const std::string out = test::temp_path("calibrate");
+    const std::string command = test::kCli + " calibrate -m " + test::kTargetModel + " -md " + test::kDraftQ4 +
+                                " --dataset " + kDataset + " --limit 6 -n 16 --draft-max 4 -t 1 --rule kl "
+                                "--values 0.01,0.5 --max-loss 1% --json --out " + out;
+    const test::CommandResult r = test::run_command(command);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const nlohmann::json report = nlohmann::json::parse(r.output.substr(r.output.rfind("\n{") + 1));
+    ASSERT_EQ(report["calibration"].size(), 2u);
+    const nlohmann::json& low = report["calibration"][0];
+    const nlohmann::json& high = report["calibration"][1];
+    EXPECT_EQ(report["chosen"], high["mat"] > low["mat"] ? high["point"] : low["point"]);
+    EXPECT_EQ(report["calibration_problems"].get<int>() + report["validation_problems"].get<int>(), 6);
+    EXPECT_TRUE(report["validation"]["within_budget"].get<bool>());
+    EXPECT_TRUE(std::filesystem::exists(out + "/setting.json"));
+    EXPECT_TRUE(std::filesystem::exists(out + "/validation/summary.json"));
+
+    const test::CommandResult bad = test::run_command(test::kCli + " calibrate -m " + test::kTargetModel + " -md " +
+                                                      test::kDraftQ4 + " --dataset " + kDataset +
+                                                      " --max-loss lots --out " + test::temp_path("calibrate-bad"));
+    EXPECT_EQ(bad.exit_code, 1);
+    EXPECT_NE(bad.output.find("--max-loss: 'lots' is not a number or a percentage"), std::string::npos) << bad.output;
+}
+
+// Every dataset klspec knows runs end to end through sweep (load, prompt, decode, score) on 2 problems.
+TEST(SweepCommand, EveryDatasetRunsEndToEnd) {
+    const std::string datasets = std::string(KLSPEC_SHARED_DIR) + "/datasets";
+    std::vector<std::string> names = {std::string(KLSPEC_SOURCE_DIR) + "/data/testbed_choice_test.jsonl",
+                                      std::string(KLSPEC_SOURCE_DIR) + "/data/testbed_trace_test.jsonl"};
+    if (std::filesystem::exists(datasets + "/gsm8k/test.jsonl")) {
+        for (const char* name : {"gsm8k", "math500", "math500-hard", "mmlu-pro", "livecodebench", "humaneval", "mbpp-plus"})
+            names.push_back(name);
+    }
+    for (const std::string& name : names) {
+        const std::string out = test::temp_path("sweep-dataset");
+        const test::CommandResult r = test::run_command(
+            test::kCli + " sweep -m " + test::kTargetModel + " -md " + test::kDraftQ4 + " --dataset " + name +
+            " --data-dir " + datasets + " --limit 2 -n 8 -t 1 --rules kl:1 --no-plots --json --out " + out);
+        ASSERT_EQ(r.exit_code, 0) << name << ": " << r.output;
+        const nlohmann::json summary = nlohmann::json::parse(r.output.substr(r.output.rfind("\n{") + 1));
+        EXPECT_EQ(summary["points"][0]["examples"], 2) << name;
+        EXPECT_EQ(summary["points"][1]["examples"], 2) << name;
+    }
+    if (names.size() == 2) GTEST_SKIP() << "../shared/datasets is absent: only the testbed files ran";
+}
+
+}  // namespace
+}  // namespace klspec
