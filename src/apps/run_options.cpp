@@ -53,7 +53,8 @@ void add_model_options(CLI::App& app, RunOptions& options) {
 
 void add_dataset_options(CLI::App& app, DatasetChoice& dataset, bool with_limit) {
     app.add_option("--dataset", dataset.name_or_path,
-                   "gsm8k, mmlu-pro, math500 or math500-hard (read from --data-dir), or a JSONL file with one "
+                   "gsm8k, mmlu-pro, math500, math500-hard, humaneval, mbpp-plus or livecodebench (read from "
+                   "--data-dir; code benchmarks are scored by running their tests in a sandbox), or a JSONL file with one "
                    "{\"question\": PROMPT, \"final\": GOLD, \"scorer\": gsm8k|mmlu-pro|lcb-output|math, \"id\": ID} a line "
                    "(final, scorer and id optional; scorer defaults to gsm8k)")
         ->required();

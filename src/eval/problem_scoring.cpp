@@ -41,8 +41,9 @@ def _klspec_check_plus_inputs():
         out = candidate(*copy.deepcopy(inputs))
         if entry_point in set_valued:
             ok = set(out) == set(expected)
-        elif entry_point in not_none:
-            ok = out == expected if isinstance(out, bool) else expected == (out is not None)
+        elif entry_point in not_none:  # a match object or True, None or False
+            ok = (out if isinstance(out, bool) else out is not None) == (
+                expected if isinstance(expected, bool) else expected is not None)
         else:
             tolerance = atol if atol != 0 or not is_floats(expected) else 1e-06
             ok = out == expected or (tolerance != 0 and type(out) == type(expected) and close(out, expected, tolerance))
@@ -131,7 +132,8 @@ ScoredOutput run_code_tests(const Problem& problem, std::string_view output) {
         case CodeBenchmark::HumanEval:
             return verdict(run_python_sandboxed(humaneval_program(problem, code), "", sandbox_limits(tests.benchmark)));
         case CodeBenchmark::MbppPlus:
-            return verdict(run_python_sandboxed(code + "\n\n" + tests.test_code + std::string(kMbppPlusHarness),
+            // Three base assertions (Mbpp/120, 442, 574) call math.isclose without importing math.
+            return verdict(run_python_sandboxed(code + "\n\nimport math\n" + tests.test_code + std::string(kMbppPlusHarness),
                                                 tests.row_json, sandbox_limits(tests.benchmark)));
         case CodeBenchmark::LiveCodeBench:
             return run_livecodebench(tests, code);
@@ -146,6 +148,7 @@ SandboxLimits sandbox_limits(CodeBenchmark benchmark) {
     if (benchmark == CodeBenchmark::MbppPlus) {
         limits.wall_time = std::chrono::seconds(60);
         limits.cpu_seconds = 60;
+        limits.memory_bytes = 4UL << 30;  // Mbpp/255's reference builds lists of millions of tuples
     }
     return limits;
 }
