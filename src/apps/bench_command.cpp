@@ -22,6 +22,7 @@ namespace {
 struct BenchOptions {
     RunOptions run;
     DatasetChoice dataset;
+    PromptOptions prompt;
     std::string outputs_path;
     int32_t parallel = 1;
     bool json = false;
@@ -40,10 +41,11 @@ nlohmann::json outcome_row(size_t index, const Problem& problem, const Generatio
 }
 
 void run_bench(const BenchOptions& options) {
-    const std::vector<Problem> problems = options.dataset.load();
+    std::vector<Problem> problems = options.dataset.load();
     RunOptions run = options.run;
     run.context.n_sequences = options.parallel;
     DecodingSession session = open_session(run);
+    prepare_prompts(problems, options.dataset, options.prompt, session);
     SpeculativeDecoder& decoder = *session.decoder;
 
     std::ofstream outputs;
@@ -107,6 +109,7 @@ void register_bench_command(CLI::App& app) {
         "bench", "Decode every prompt of a JSONL dataset; report summed statistics (MAT, acceptance, speed) and accuracy");
     add_run_options(*cmd, options->run);
     add_dataset_options(*cmd, options->dataset, /*with_limit=*/true);
+    add_prompt_options(*cmd, options->prompt);
     cmd->add_option("--parallel", options->parallel,
                     "Decode this many problems together (also -np): their drafts are verified in one target batch")
         ->capture_default_str()->check(CLI::Range(1, 64));

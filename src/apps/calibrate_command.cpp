@@ -28,9 +28,9 @@ struct CalibrateOptions {
 
 // Runs `points` on `problems` into DIR/<name>, resumably; returns the summaries (vanilla first) and losses.
 std::pair<std::vector<PointSummary>, std::map<std::string, AccuracyLoss>> run_stage(
-    const CalibrateOptions& options, DecodingSession& session, const std::string& name, const std::vector<Problem>& problems,
-    const std::vector<SweepPoint>& points) {
-    nlohmann::json settings = sweep_settings(options.common, session);
+    const CalibrateOptions& options, DecodingSession& session, const PromptFormat& format, const std::string& name,
+    const std::vector<Problem>& problems, const std::vector<SweepPoint>& points) {
+    nlohmann::json settings = sweep_settings(options.common, session, format);
     settings["stage"] = name;
     settings["calibration_share"] = options.calibration_share;
     SweepStore store(options.common.out_dir + "/" + name, settings);
@@ -52,11 +52,13 @@ nlohmann::json loss_to_json(const PointSummary& s, const AccuracyLoss& loss) {
 void run_calibrate(const CalibrateOptions& options) {
     const double budget = parse_accuracy_budget(options.max_loss);
     if (options.rule == "vanilla") throw Error("calibrate: vanilla is lossless; name a lossy rule with --rule");
-    auto [calibration, validation] = calibration_split(load_scored_problems(options.common.dataset), options.calibration_share);
+    std::vector<Problem> problems = load_scored_problems(options.common.dataset);
     const std::vector<SweepPoint> points = parse_sweep_points({options.rule + ":" + options.values}, options.common.run.judge);
-    DecodingSession session = open_sweep_session(options.common, points);
+    PromptFormat format;
+    DecodingSession session = open_sweep_session(options.common, points, problems, format);
+    auto [calibration, validation] = calibration_split(std::move(problems), options.calibration_share);
 
-    const auto [summaries, losses] = run_stage(options, session, "calibration", calibration, points);
+    const auto [summaries, losses] = run_stage(options, session, format, "calibration", calibration, points);
     const std::optional<size_t> chosen = pick_within_budget(summaries, losses, budget, options.strict);
 
     nlohmann::json report = {{"rule", options.rule}, {"max_loss", budget}, {"strict", options.strict},
@@ -81,7 +83,7 @@ void run_calibrate(const CalibrateOptions& options) {
     } else {
         const SweepPoint& point = points[*chosen];  // summaries follow the points' order
         const std::vector<SweepPoint> check{points.front(), point};
-        const auto [held_out, held_out_losses] = run_stage(options, session, "validation", validation, check);
+        const auto [held_out, held_out_losses] = run_stage(options, session, format, "validation", validation, check);
         const AccuracyLoss& loss = held_out_losses.at(point.label());
         const bool within = (options.strict ? loss.high : loss.loss) <= budget + 1e-12;
         report["chosen"] = point.label();

@@ -20,16 +20,18 @@ struct MineOptions {
     RunOptions run;
     MiningOptions mining;
     DatasetChoice dataset;
+    PromptOptions prompt;
     std::string out_dir;
     bool json = false;
 };
 
 void run_mine(const MineOptions& options) {
-    const std::vector<Problem> problems = options.dataset.load();
+    std::vector<Problem> problems = options.dataset.load();
     RunOptions run = options.run;
     run.context.hidden_states = true;
     run.context.n_sequences = 1;
     DecodingSession session = open_session(run);
+    prepare_prompts(problems, options.dataset, options.prompt, session);
     if (!session.draft) throw Error("mining needs a draft model (-md)");
 
     const nlohmann::json meta = {{"target", session.target->path()},
@@ -86,6 +88,7 @@ void register_mine_command(CLI::App& app) {
                 "(swapping the draft token in changes the final answer) or not, with both models' hidden states");
     add_model_options(*cmd, options->run);
     add_dataset_options(*cmd, options->dataset, /*with_limit=*/true);
+    add_prompt_options(*cmd, options->prompt);
     cmd->add_option("--out", options->out_dir,
                     "Directory for labels.jsonl, features.f32, problems.jsonl, meta.json; an existing one is resumed")
         ->required();

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <string>
 
 #include <fmt/format.h>
@@ -68,6 +69,18 @@ void add_dataset_options(CLI::App& app, DatasetChoice& dataset, bool with_limit)
     app.add_flag("--full-split", dataset.full_split,
                  "Use the whole test split instead of the paper-sized seeded subset (GSM8K 400, MMLU-Pro 100; see "
                  "docs/datasets.md)");
+}
+
+void add_prompt_options(CLI::App& app, PromptOptions& prompt) {
+    app.add_option("--chat", prompt.chat,
+                   "Put each problem in the target GGUF's chat template: auto (when it has one), on, off")
+        ->transform(CLI::CheckedTransformer(std::map<std::string, ChatMode>{
+            {"auto", ChatMode::Auto}, {"on", ChatMode::On}, {"off", ChatMode::Off}}))
+        ->default_str("auto");
+    app.add_option("--few-shot", prompt.few_shot,
+                   "Worked exemplars before each problem (GSM8K: from train; MMLU-Pro: its validation CoT of the same "
+                   "category). Default: 8 and 5 in plain prompts, 0 under a chat template")
+        ->check(kNonNegative);
 }
 
 void add_judge_options(CLI::App& app, JudgeOptions& judge, bool with_rule) {
@@ -150,6 +163,14 @@ DecodingSession open_session(const RunOptions& options) {
             [out = session.trace.get()](const JudgedPosition& position) { *out << judged_position_to_json(position).dump() << "\n"; });
     }
     return session;
+}
+
+PromptFormat prepare_prompts(std::vector<Problem>& problems, const DatasetChoice& dataset, const PromptOptions& prompt,
+                             DecodingSession& session) {
+    PromptFormat format = format_prompts(problems, dataset.name_or_path, dataset.data_dir, prompt, *session.target);
+    std::vector<std::string>& stops = session.generation.stop_strings;
+    stops.insert(stops.end(), format.stop_strings.begin(), format.stop_strings.end());
+    return format;
 }
 
 void normalize_llama_style_flags(int argc, char** argv) {

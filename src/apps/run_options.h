@@ -11,6 +11,7 @@
 #include "core/judge_factory.h"
 #include "engine/speculative_decoder.h"
 #include "eval/dataset.h"
+#include "eval/prompting.h"
 
 namespace klspec {
 
@@ -27,8 +28,10 @@ struct RunOptions {
 
 // Models, context and threads: what every subcommand that loads models takes.
 void add_model_options(CLI::App& app, RunOptions& options);
-// --dataset, --data-dir, --split and (with_limit) --limit.
+// --dataset, --data-dir, --split and (with_limit) --limit and --full-split.
 void add_dataset_options(CLI::App& app, DatasetChoice& dataset, bool with_limit);
+// --chat and --few-shot: how a benchmark's problems are put to the model (eval/prompting.h).
+void add_prompt_options(CLI::App& app, PromptOptions& prompt);
 
 // Length, drafting, sampling and stop strings.
 void add_generation_options(CLI::App& app, GenerationOptions& generation);
@@ -52,6 +55,11 @@ struct DecodingSession {
 // Without -m: the project's default pair from the models folder (KLSPEC_MODELS_DIR overrides where
 // that is), target and draft.
 DecodingSession open_session(const RunOptions& options);
+
+// Formats the problems' prompts for the session's target (chat template, exemplars) and adds the
+// benchmark's stop strings to session.generation.
+PromptFormat prepare_prompts(std::vector<Problem>& problems, const DatasetChoice& dataset, const PromptOptions& prompt,
+                             DecodingSession& session);
 
 // llama.cpp spells some long flags with one dash (-md, -ngl, -np); CLI11 wants two. Rewrites them in place.
 void normalize_llama_style_flags(int argc, char** argv);

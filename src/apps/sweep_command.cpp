@@ -58,10 +58,11 @@ void draw_plots(const std::vector<PointSummary>& summaries, const std::string& d
 
 void run_sweep(const SweepOptions& options) {
     const SweepRunOptions& common = options.common;
-    const std::vector<Problem> problems = load_scored_problems(common.dataset);
+    std::vector<Problem> problems = load_scored_problems(common.dataset);
     const std::vector<SweepPoint> points = parse_sweep_points(options.rules, common.run.judge);
-    DecodingSession session = open_sweep_session(common, points);
-    SweepStore store(common.out_dir, sweep_settings(common, session));
+    PromptFormat format;
+    DecodingSession session = open_sweep_session(common, points, problems, format);
+    SweepStore store(common.out_dir, sweep_settings(common, session, format));
 
     const size_t total = points.size() * problems.size(), todo = missing_examples(store, points, problems);
     if (todo < total)

@@ -12,23 +12,26 @@ void add_sweep_run_options(CLI::App& app, SweepRunOptions& options, const std::s
     add_generation_options(app, options.run.generation);
     add_judge_options(app, options.run.judge, /*with_rule=*/false);
     add_dataset_options(app, options.dataset, /*with_limit=*/true);
+    add_prompt_options(app, options.prompt);
     app.add_option("--out", options.out_dir, out_help)->required();
     app.add_option("--parallel", options.parallel,
                    "Decode this many problems together (also -np); tokens/s then counts each step's time shared")
         ->capture_default_str()->check(CLI::Range(1, 64));
 }
 
-DecodingSession open_sweep_session(const SweepRunOptions& options, const std::vector<SweepPoint>& points) {
+DecodingSession open_sweep_session(const SweepRunOptions& options, const std::vector<SweepPoint>& points,
+                                   std::vector<Problem>& problems, PromptFormat& format) {
     RunOptions run = options.run;
     run.context.n_sequences = options.parallel;
     for (const SweepPoint& point : points) run.context.hidden_states |= make_judge(point.judge)->needs_hidden_states();
     DecodingSession session = open_session(run);
     if (!session.draft) throw Error("a sweep needs a draft model: give -md with -m");
+    format = prepare_prompts(problems, options.dataset, options.prompt, session);
     return session;
 }
 
-nlohmann::json sweep_settings(const SweepRunOptions& options, const DecodingSession& session) {
-    const GenerationOptions& g = options.run.generation;
+nlohmann::json sweep_settings(const SweepRunOptions& options, const DecodingSession& session, const PromptFormat& format) {
+    const GenerationOptions& g = session.generation;
     const JudgeOptions& j = options.run.judge;
     return {{"target", session.target->path()},
             {"draft", session.draft->path()},
@@ -36,6 +39,8 @@ nlohmann::json sweep_settings(const SweepRunOptions& options, const DecodingSess
             {"split", options.dataset.split},
             {"full_split", options.dataset.full_split},
             {"limit", options.dataset.limit},
+            {"chat", format.chat},
+            {"few_shot", format.few_shot},
             {"max_tokens", g.max_tokens},
             {"draft_max", g.draft_max},
             {"draft_min", g.draft_min},

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -77,13 +78,13 @@ int32_t Model::n_vocab() const { return llama_vocab_n_tokens(vocab_); }
 int32_t Model::n_embd() const { return llama_model_n_embd(model_); }
 uint64_t Model::n_params() const { return llama_model_n_params(model_); }
 
-std::vector<int32_t> Model::tokenize(const std::string& text, bool add_bos) const {
+std::vector<int32_t> Model::tokenize(const std::string& text, bool add_bos, bool parse_special) const {
     // Usually one token per byte at most; but an SPM vocabulary without "▁" spells each space as three
     // byte tokens, so on a negative count (the size needed) tokenize again with room for it.
     std::vector<llama_token> tokens(text.size() + 2);
     const auto run = [&] {
         return llama_tokenize(vocab_, text.data(), static_cast<int32_t>(text.size()), tokens.data(),
-                              static_cast<int32_t>(tokens.size()), add_bos, /*parse_special=*/false);
+                              static_cast<int32_t>(tokens.size()), add_bos, parse_special);
     };
     int32_t n = run();
     if (n < 0) {
@@ -132,6 +133,40 @@ void require_same_vocabulary(const Model& target, const Model& draft) {
             throw mismatch(fmt::format("text of token {}", t));
         }
     }
+}
+
+std::optional<std::string> Model::chat_template() const {
+    const char* tmpl = llama_model_chat_template(model_, /*name=*/nullptr);
+    if (tmpl == nullptr) return std::nullopt;
+    return std::string(tmpl);
+}
+
+std::string Model::apply_chat_template(const std::vector<std::pair<std::string, std::string>>& messages) const {
+    const std::optional<std::string> tmpl = chat_template();
+    if (!tmpl) throw Error(fmt::format("{} has no chat template", path_));
+    try {
+        return klspec::apply_chat_template(*tmpl, messages);
+    } catch (const Error& e) {
+        throw Error(fmt::format("{}: {}", path_, e.what()));
+    }
+}
+
+std::string apply_chat_template(const std::string& tmpl, const std::vector<std::pair<std::string, std::string>>& messages) {
+    std::vector<llama_chat_message> chat;
+    size_t size = 0;
+    for (const auto& [role, content] : messages) {
+        chat.push_back({role.c_str(), content.c_str()});
+        size += role.size() + content.size();
+    }
+    std::vector<char> buf(2 * size + 256);
+    int32_t n = llama_chat_apply_template(tmpl.c_str(), chat.data(), chat.size(), /*add_ass=*/true, buf.data(),
+                                          static_cast<int32_t>(buf.size()));
+    if (n > static_cast<int32_t>(buf.size())) {  // too small: n is the size it needs
+        buf.resize(static_cast<size_t>(n));
+        n = llama_chat_apply_template(tmpl.c_str(), chat.data(), chat.size(), /*add_ass=*/true, buf.data(), n);
+    }
+    if (n < 0) throw Error("llama.cpp does not recognise the chat template (use --chat off for a plain prompt)");
+    return std::string(buf.data(), static_cast<size_t>(n));
 }
 
 }  // namespace klspec

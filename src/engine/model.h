@@ -4,7 +4,9 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 struct llama_model;
@@ -31,17 +33,30 @@ public:
     int32_t n_embd() const;
     uint64_t n_params() const;
 
-    std::vector<int32_t> tokenize(const std::string& text, bool add_bos) const;
+    // parse_special: text like "<|eot_id|>" becomes that special token (prompts, as llama.cpp's server),
+    // not its characters.
+    std::vector<int32_t> tokenize(const std::string& text, bool add_bos, bool parse_special = false) const;
     std::string piece(int32_t token) const;  // the token's text as it appears in output
     // The text of generated tokens: their pieces, end-of-generation tokens left out.
     std::string text(std::span<const int32_t> tokens) const;
     bool is_end_of_generation(int32_t token) const;
+
+    // The GGUF's chat template (tokenizer.chat_template), if it has one.
+    std::optional<std::string> chat_template() const;
+    // `messages` ({role, content}) in the model's chat template, the assistant's turn opened, through
+    // llama.cpp's llama_chat_apply_template (its built-in list of templates). Throws klspec::Error when
+    // the model has no template or llama.cpp does not recognise it.
+    std::string apply_chat_template(const std::vector<std::pair<std::string, std::string>>& messages) const;
 
 private:
     std::string path_;
     llama_model* model_ = nullptr;
     const llama_vocab* vocab_ = nullptr;
 };
+
+// `messages` in the chat template `tmpl` (a GGUF's tokenizer.chat_template, or a name llama.cpp knows such
+// as "chatml" or "llama3"), the assistant's turn opened. Throws klspec::Error for an unknown template.
+std::string apply_chat_template(const std::string& tmpl, const std::vector<std::pair<std::string, std::string>>& messages);
 
 // Throws klspec::Error unless draft and target share the vocabulary: same size, identical token
 // texts, same BOS/EOS (DESIGN.md, "Model pairs").

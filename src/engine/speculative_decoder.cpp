@@ -74,7 +74,8 @@ double SpeculativeDecoder::llama_decode_seconds() const {
 }
 
 Sequence SpeculativeDecoder::start(int32_t id, const std::string& prompt, GenerationOptions options) {
-    return start(id, target_.tokenize(prompt, /*add_bos=*/true), std::move(options));
+    // Special-token text in a prompt (a chat template's markers) is parsed, as llama.cpp's server does.
+    return start(id, target_.tokenize(prompt, /*add_bos=*/true, /*parse_special=*/true), std::move(options));
 }
 
 Sequence SpeculativeDecoder::start(int32_t id, std::vector<int32_t> prompt_tokens, GenerationOptions options) {

@@ -145,6 +145,14 @@ CodeTests livecodebench_tests(const nlohmann::json& row) {
 
 }  // namespace
 
+std::string mmlu_pro_question(const nlohmann::json& row) {
+    std::string text = row.at("question").get<std::string>() + "\nOptions:";
+    const nlohmann::json& options = row.at("options");
+    for (size_t i = 0; i < options.size(); ++i)
+        text += fmt::format("\n{}. {}", char('A' + i), options.at(i).get<std::string>());
+    return text;
+}
+
 std::vector<Problem> load_dataset(const std::string& name_or_path, const std::string& data_dir,
                                   const std::string& split) {
     std::vector<Problem> problems;
@@ -159,8 +167,8 @@ std::vector<Problem> load_dataset(const std::string& name_or_path, const std::st
         });
     } else if (name_or_path == "mmlu-pro") {
         for_each_row(data_dir + "/mmlu_pro/" + split + ".jsonl", [&](size_t, const nlohmann::json& row, std::string_view) {
-            problems.push_back({row.at("question_id").dump(), row.at("question").get<std::string>(),
-                                row.at("answer").get<std::string>(), Scorer::MmluPro, "mmlu-pro"});
+            problems.push_back({row.at("question_id").dump(), mmlu_pro_question(row), row.at("answer").get<std::string>(),
+                                Scorer::MmluPro, row.at("category").get<std::string>()});
         });
     } else if (name_or_path == "math500" || name_or_path == "math500-hard") {
         // MATH-500-Hard is the file of its 134 Level-5 rows.

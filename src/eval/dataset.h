@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/answer_scoring.h"
 
 namespace klspec {
@@ -46,7 +48,8 @@ std::vector<Problem> read_problems(const std::string& path, size_t limit = 0);
 
 // A real benchmark from the workplace's datasets folder (shared/datasets/README.md), with its own ids and
 // gold answers: "gsm8k" (id: the 0-based line number; gold: the number after the last "#### ") and
-// "mmlu-pro" (id: question_id; gold: answer), "math500" and "math500-hard" (its Level-5 rows; id: unique_id;
+// "mmlu-pro" (id: question_id; gold: answer; prompt: the question with its options, mmlu_pro_question;
+// family: its category), "math500" and "math500-hard" (its Level-5 rows; id: unique_id;
 // gold: answer; scorer: math). `split` names the file (test, train, validation). Prompts are
 // the raw question text. The code benchmarks (one file each, `split` unused) carry CodeTests instead of a
 // gold answer: "humaneval" (id: task_id; prompt: the prompt itself, to be continued as code), "mbpp-plus"
@@ -55,6 +58,10 @@ std::vector<Problem> read_problems(const std::string& path, size_t limit = 0);
 // starter_code). Anything else is read as a JSONL file with read_problems.
 std::vector<Problem> load_dataset(const std::string& name_or_path, const std::string& data_dir,
                                   const std::string& split = "test");
+
+// An MMLU-Pro row's question with its options, as MMLU-Pro's own evaluation writes it:
+// "QUESTION\nOptions:\nA. first\nB. second...".
+std::string mmlu_pro_question(const nlohmann::json& row);
 
 // The paper's evaluation subsets, fixed and seeded: of a benchmark's test split, the `size` problems whose
 // fnv1a64("klspec-subset/1:" + id) is smallest, in file order. GSM8K 400 and MMLU-Pro 100 (the paper's

@@ -1,0 +1,105 @@
+// How problems are put to a model (src/eval/prompting.h): chat templates, few-shot exemplars, stop strings.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "engine/model.h"
+#include "eval/prompting.h"
+#include "gguf.h"
+#include "test_support.h"
+
+namespace klspec {
+namespace {
+
+const std::string kDatasets = std::string(KLSPEC_SHARED_DIR) + "/datasets";
+
+size_t count(const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+}
+
+// stories260K with a ChatML chat template in its metadata: the header rewritten, the tensor data copied.
+std::string stories_with_chat_template() {
+    const std::string path = test::temp_path("stories-chatml.gguf");
+    gguf_init_params params{/*no_alloc=*/true, /*ctx=*/nullptr};
+    gguf_context* ctx = gguf_init_from_file(test::kTargetModel.c_str(), params);
+    if (ctx == nullptr) throw std::runtime_error("cannot read " + test::kTargetModel);
+    const size_t data_offset = gguf_get_data_offset(ctx);
+    gguf_set_val_str(ctx, "tokenizer.chat_template",
+                     "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}");
+    const bool written = gguf_write_to_file(ctx, path.c_str(), /*only_meta=*/true);
+    gguf_free(ctx);
+    if (!written) throw std::runtime_error("cannot write " + path);
+    std::ifstream in(test::kTargetModel, std::ios::binary);
+    in.seekg(static_cast<std::streamoff>(data_offset));
+    std::ofstream(path, std::ios::binary | std::ios::app) << in.rdbuf();
+    return path;
+}
+
+TEST(ChatTemplate, KnownTemplatesFormatAndUnknownOnesAreErrors) {
+    EXPECT_EQ(apply_chat_template("chatml", {{"user", "hi"}}), "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+    EXPECT_THROW(apply_chat_template("no such template", {{"user", "hi"}}), Error);
+}
+
+TEST(Prompting, ChatTemplateWrapsTheInstructionAndQuestion) {
+    const Model model(stories_with_chat_template());
+    ASSERT_TRUE(model.chat_template().has_value());
+    std::vector<Problem> problems{{"0", "What is 2 + 3?", "5", Scorer::Gsm8k, "gsm8k"}};
+    const PromptFormat format = format_prompts(problems, "gsm8k", kDatasets, {}, model);
+    EXPECT_TRUE(format.chat);
+    EXPECT_EQ(format.few_shot, 0);
+    EXPECT_TRUE(format.stop_strings.empty());  // the turn's end-of-generation token stops it
+    EXPECT_EQ(problems[0].prompt, "<|im_start|>user\nSolve the math problem step by step. End with \"The answer is N.\" "
+                                  "where N is the final number.\n\nWhat is 2 + 3?<|im_end|>\n<|im_start|>assistant\n");
+}
+
+TEST(Prompting, PlainPromptsWithoutTemplateAndChatOnIsAnError) {
+    const Model model(test::kTargetModel);
+    std::vector<Problem> problems{{"0", "Q: 1 + 1?\nA:", "2", Scorer::Gsm8k, "word"}};
+    const PromptFormat format = format_prompts(problems, "data/testbed_word_test.jsonl", kDatasets, {}, model);
+    EXPECT_FALSE(format.chat);
+    EXPECT_EQ(problems[0].prompt, "Q: 1 + 1?\nA:");  // a JSONL file's prompts are used as written
+    EXPECT_THROW(format_prompts(problems, "gsm8k", kDatasets, {ChatMode::On, 0}, model), Error);
+    EXPECT_THROW(format_prompts(problems, "math500", kDatasets, {ChatMode::Off, 2}, model), Error);  // no exemplars
+    EXPECT_THROW(parse_chat_mode("maybe"), Error);
+}
+
+TEST(Prompting, Gsm8kPlainPromptHasEightCleanedExemplars) {
+    if (!std::filesystem::exists(kDatasets + "/gsm8k/train.jsonl")) GTEST_SKIP() << test::kNoSharedDatasets;
+    const Model model(test::kTargetModel);
+    std::vector<Problem> problems = load_dataset("gsm8k", kDatasets, "test");
+    problems.resize(2);
+    const std::string question = problems[1].prompt;
+    const PromptFormat format = format_prompts(problems, "gsm8k", kDatasets, {}, model);
+    EXPECT_EQ(format.few_shot, 8);
+    EXPECT_EQ(format.stop_strings, std::vector<std::string>{"\n\nQuestion:"});
+    const std::string& prompt = problems[1].prompt;
+    EXPECT_EQ(count(prompt, "Question: "), 9u);
+    EXPECT_EQ(count(prompt, "The answer is "), 8u + 1u);  // 8 exemplars and the instruction
+    EXPECT_EQ(prompt.find("<<"), std::string::npos);      // calculator annotations removed
+    EXPECT_EQ(prompt.find("####"), std::string::npos);
+    EXPECT_TRUE(prompt.ends_with("Question: " + question + "\nAnswer:"));
+    EXPECT_EQ(problems[0].prompt.substr(0, 2000), prompt.substr(0, 2000));  // the same exemplars for every problem
+}
+
+TEST(Prompting, MmluProPlainPromptHasItsCategorysFiveExemplarsAndOptions) {
+    if (!std::filesystem::exists(kDatasets + "/mmlu_pro/validation.jsonl")) GTEST_SKIP() << test::kNoSharedDatasets;
+    const Model model(test::kTargetModel);
+    std::vector<Problem> problems = load_dataset("mmlu-pro", kDatasets, "test");
+    problems.resize(1);
+    const std::string category = problems[0].family;
+    const PromptFormat format = format_prompts(problems, "mmlu-pro", kDatasets, {}, model);
+    EXPECT_EQ(format.few_shot, 5);
+    const std::string& prompt = problems[0].prompt;
+    EXPECT_EQ(prompt.rfind("The following are multiple choice questions (with answers) about " + category + ".", 0), 0u);
+    EXPECT_EQ(count(prompt, "\nOptions:\nA. "), 6u);
+    EXPECT_EQ(count(prompt, "Answer: Let's think step by step."), 6u);
+    EXPECT_TRUE(prompt.ends_with("Answer: Let's think step by step.")) << prompt.substr(prompt.size() - 200);
+}
+
+}  // namespace
+}  // namespace klspec
