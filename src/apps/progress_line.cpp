@@ -7,8 +7,9 @@
 
 namespace klspec {
 
-ProgressLine::ProgressLine(std::string name, size_t total, std::string unit, size_t every)
-    : name_(std::move(name)), unit_(std::move(unit)), total_(total), every_(every), tty_(isatty(fileno(stderr)) != 0),
+ProgressLine::ProgressLine(std::string name, size_t total, std::string unit, double log_every_seconds)
+    : name_(std::move(name)), unit_(std::move(unit)), total_(total), log_every_(log_every_seconds),
+      tty_(isatty(fileno(stderr)) != 0),
       start_(std::chrono::steady_clock::now()) {}
 
 double ProgressLine::elapsed_seconds() const {
@@ -16,8 +17,11 @@ double ProgressLine::elapsed_seconds() const {
 }
 
 void ProgressLine::update(size_t done, const std::string& detail) {
-    if (!tty_ && done % every_ != 0 && done != total_) return;
     const double elapsed = elapsed_seconds();
+    if (!tty_) {
+        if (elapsed - last_logged_ < log_every_) return;
+        last_logged_ = elapsed;
+    }
     const double eta = done ? elapsed / double(done) * double(total_ - done) : 0.0;
     const std::string line = fmt::format("{}: {}/{} {}{}{}, elapsed {:.0f} s, ETA {:.0f} s", name_, done, total_, unit_,
                                          detail.empty() ? "" : ", ", detail, elapsed, eta);

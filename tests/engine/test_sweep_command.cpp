@@ -182,7 +182,7 @@ TEST(SweepCommand, EveryDatasetRunsEndToEnd) {
         const std::string out = test::temp_path("sweep-dataset");
         const test::CommandResult r = test::run_command(
             test::kCli + " sweep -m " + test::kTargetModel + " -md " + test::kDraftQ4 + " --dataset " + name +
-            " --data-dir " + datasets + " --limit 2 -n 8 -t 1 --rules kl:1 --no-plots --json --out " + out);
+            " --data-dir " + datasets + " --limit 2 -n 8 -t 1 --few-shot 0 --rules kl:1 --no-plots --json --out " + out);
         ASSERT_EQ(r.exit_code, 0) << name << ": " << r.output;
         const nlohmann::json summary = nlohmann::json::parse(r.output.substr(r.output.rfind("\n{") + 1));
         EXPECT_EQ(summary["points"][0]["examples"], 2) << name;
