@@ -3,7 +3,7 @@
 set -euo pipefail
 packages=(build-essential cmake git
           libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
-          liblinear-dev gnuplot-nox
+          liblinear-dev gnuplot-nox libcpp-httplib-dev
           bubblewrap python3 zlib1g-dev)  # the sandbox code benchmarks run in, and HumanEval's .gz
 missing=()
 for p in "${packages[@]}"; do

@@ -11,6 +11,7 @@
 #include "apps/generate_command.h"
 #include "apps/run_options.h"
 #include "apps/score_command.h"
+#include "apps/serve_command.h"
 #include "apps/sweep_command.h"
 #include "core/error.h"
 
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
     klspec::register_score_command(app);
     klspec::register_sweep_command(app);
     klspec::register_calibrate_command(app);
+    klspec::register_serve_command(app);
 
     klspec::normalize_llama_style_flags(argc, argv);
     try {

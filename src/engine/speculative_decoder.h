@@ -73,6 +73,9 @@ public:
     const GenerationResult& result() const { return result_; }
     GenerationResult take_result() { return std::move(result_); }
     const GenerationOptions& options() const { return options_; }
+    // The verdicts of the last step's judged draft positions (accepted, relaxed, then the rejected one if
+    // any): emitted token i came from the draft when verdict i is accepted or relaxed, else from the target.
+    std::span<const PositionVerdict> step_verdicts() const { return acceptance_.verdicts(); }
 
 private:
     friend class SpeculativeDecoder;

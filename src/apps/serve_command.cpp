@@ -1,0 +1,80 @@
+#include "apps/serve_command.h"
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "apps/run_options.h"
+#include "server/server.h"
+
+namespace klspec {
+namespace {
+
+struct ServeOptions {
+    RunOptions run;
+    server::ServerOptions server;
+};
+
+// Set by SIGINT/SIGTERM. A handler may only store a lock-free atomic; a watcher thread stops the server
+// (which is not async-signal-safe). Threads started by libraries before this command may take the
+// signal, so it is handled, not blocked and waited for.
+std::atomic<bool> stop_requested = false;
+static_assert(std::atomic<bool>::is_always_lock_free);
+
+void run_serve(const ServeOptions& options) {
+    RunOptions run = options.run;
+    run.context.n_sequences = options.server.slots;
+    DecodingSession session = open_session(run);
+    server::ServerOptions server_options = options.server;
+    server_options.model_name = std::filesystem::path(session.target->path()).stem().string();
+    const server::RequestDefaults defaults{session.generation, run.judge, run.context.n_ctx};
+    server::Server server(*session.decoder, defaults, server_options);
+    const int port = server.bind();
+
+    std::signal(SIGINT, [](int) { stop_requested = true; });
+    std::signal(SIGTERM, [](int) { stop_requested = true; });
+    // A client that hangs up mid-stream is a failed write (its request is cancelled), not a reason to exit.
+    std::signal(SIGPIPE, SIG_IGN);
+    std::atomic<bool> serving = true;
+    std::thread stop_watcher([&] {
+        while (serving && !stop_requested) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        server.stop();
+    });
+    std::printf("klspec serve: listening on http://%s:%d (model %s, %d slots, judge %s)\n",
+                server_options.host.c_str(), port, server_options.model_name.c_str(), server_options.slots,
+                std::string(session.generation.judge->name()).c_str());
+    std::fflush(stdout);
+    server.listen();
+    serving = false;
+    stop_watcher.join();
+}
+
+}  // namespace
+
+void register_serve_command(CLI::App& app) {
+    auto options = std::make_shared<ServeOptions>();
+    CLI::App* cmd = app.add_subcommand(
+        "serve", "OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions) with per-request judges; "
+                 "the flags below are the defaults a request's fields override");
+    add_model_options(*cmd, options->run);
+    add_generation_options(*cmd, options->run.generation);
+    add_judge_options(*cmd, options->run.judge, /*with_rule=*/true);
+    cmd->add_option("--host", options->server.host, "Address to listen on")->capture_default_str();
+    cmd->add_option("--port", options->server.port, "TCP port (0 = any free port, printed when listening)")
+        ->capture_default_str()->check(CLI::Range(0, 65535));
+    cmd->add_option("--parallel", options->server.slots,
+                    "Slots (also -np): requests decoded together, their drafts verified in one target batch; more "
+                    "requests wait in a queue")
+        ->capture_default_str()->check(CLI::Range(1, 64));
+    cmd->add_option("--max-body", options->server.max_body_bytes, "Largest request body in bytes (larger: 413)")
+        ->capture_default_str()->check(CLI::PositiveNumber);
+    cmd->callback([options] { run_serve(*options); });
+}
+
+}  // namespace klspec

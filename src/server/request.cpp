@@ -1,0 +1,196 @@
+#include "server/request.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace klspec::server {
+namespace {
+
+using nlohmann::json;
+
+ApiError bad_field(std::string param, std::string message) {
+    return ApiError{400, std::move(message), "invalid_request_error", std::move(param), ""};
+}
+
+// The field's value when present and not null; throws ApiError naming it when its type is wrong.
+const json* field(const json& body, const char* name) {
+    const auto it = body.find(name);
+    return it == body.end() || it->is_null() ? nullptr : &*it;
+}
+
+std::optional<double> number_field(const json& body, const char* name) {
+    const json* value = field(body, name);
+    if (value == nullptr) return std::nullopt;
+    if (!value->is_number()) throw bad_field(name, fmt::format("'{}' must be a number", name));
+    return value->get<double>();
+}
+
+std::optional<int64_t> integer_field(const json& body, const char* name) {
+    const json* value = field(body, name);
+    if (value == nullptr) return std::nullopt;
+    if (!value->is_number_integer() ||
+        (value->is_number_unsigned() && value->get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max())))
+        throw bad_field(name, fmt::format("'{}' must be an integer", name));
+    return value->get<int64_t>();
+}
+
+// An integer in [min, int32 max]: the engine's counts are int32.
+std::optional<int32_t> count_field(const json& body, const char* name, int32_t min) {
+    const std::optional<int64_t> value = integer_field(body, name);
+    if (!value) return std::nullopt;
+    if (*value < min || *value > std::numeric_limits<int32_t>::max())
+        throw bad_field(name, fmt::format("'{}' must be in [{}, {}], got {}", name, min,
+                                          std::numeric_limits<int32_t>::max(), *value));
+    return static_cast<int32_t>(*value);
+}
+
+std::optional<std::string> string_field(const json& body, const char* name) {
+    const json* value = field(body, name);
+    if (value == nullptr) return std::nullopt;
+    if (!value->is_string()) throw bad_field(name, fmt::format("'{}' must be a string", name));
+    return value->get<std::string>();
+}
+
+ChatMessages parse_messages(const json& body) {
+    const json* value = field(body, "messages");
+    if (value == nullptr) throw bad_field("messages", "'messages' is required");
+    if (!value->is_array() || value->empty())
+        throw bad_field("messages", "'messages' must be a non-empty array of {role, content} objects");
+    ChatMessages messages;
+    for (const json& message : *value) {
+        if (!message.is_object() || !message.contains("role") || !message["role"].is_string() ||
+            !message.contains("content") || !message["content"].is_string())
+            throw bad_field("messages", "each message must be an object with string 'role' and 'content'");
+        messages.emplace_back(message["role"].get<std::string>(), message["content"].get<std::string>());
+    }
+    return messages;
+}
+
+std::vector<std::string> parse_stop(const json& body) {
+    const json* value = field(body, "stop");
+    if (value == nullptr) return {};
+    if (value->is_string()) return {value->get<std::string>()};
+    const char* const kType = "'stop' must be a string or an array of strings";
+    if (!value->is_array()) throw bad_field("stop", kType);
+    std::vector<std::string> stops;
+    for (const json& stop : *value) {
+        if (!stop.is_string()) throw bad_field("stop", kType);
+        stops.push_back(stop.get<std::string>());
+    }
+    return stops;
+}
+
+// The judge fields over the server's judge. A request that names a rule brings that rule's knobs itself:
+// the server's threshold or K belong to the server's rule (its window and head file are kept for the
+// rules that take them).
+JudgeOptions parse_judge(const json& body, const JudgeOptions& server_judge) {
+    JudgeOptions judge = server_judge;
+    if (const std::optional<std::string> rule = string_field(body, "judge"); rule && *rule != server_judge.rule) {
+        judge = JudgeOptions{};
+        judge.rule = *rule;
+        judge.confidence_mask = server_judge.confidence_mask;
+        for (const JudgeRule& known : judge_rules()) {
+            if (known.name != *rule) continue;
+            if (known.window != Knob::Refused) judge.window = server_judge.window;
+            if (known.head != Knob::Refused) judge.head_path = server_judge.head_path;
+        }
+    }
+    if (const std::optional<double> threshold = number_field(body, "judge_threshold")) {
+        judge.threshold = threshold;
+        judge.max_tv.reset();  // a request's threshold replaces the server's --max-tv
+    }
+    if (const std::optional<int64_t> topk = integer_field(body, "judge_topk")) {
+        if (*topk > std::numeric_limits<int32_t>::max()) throw bad_field("judge_topk", "'judge_topk' is too large");
+        judge.topk = static_cast<int32_t>(*topk);
+    }
+    if (const std::optional<double> mask = number_field(body, "confidence_mask")) judge.confidence_mask = *mask;
+    return judge;
+}
+
+// make_judge's one-line reasons name the knob in words; the client is told which field it was.
+std::string judge_error_param(std::string_view message) {
+    if (message.find("unknown judge") != std::string_view::npos) return "judge";
+    if (message.find("threshold") != std::string_view::npos || message.find("max-tv") != std::string_view::npos)
+        return "judge_threshold";
+    if (message.find("K ") != std::string_view::npos) return "judge_topk";
+    if (message.find("confidence mask") != std::string_view::npos) return "confidence_mask";
+    return "judge";
+}
+
+CompletionRequest parse_object(const json& body, Endpoint endpoint, const RequestDefaults& defaults) {
+    CompletionRequest request;
+    request.endpoint = endpoint;
+    if (endpoint == Endpoint::Completions) {
+        const json* prompt = field(body, "prompt");
+        if (prompt == nullptr) throw bad_field("prompt", "'prompt' is required");
+        if (!prompt->is_string()) throw bad_field("prompt", "'prompt' must be a string");
+        request.prompt = prompt->get<std::string>();
+    } else {
+        request.messages = parse_messages(body);
+    }
+
+    GenerationOptions& gen = request.generation;
+    gen = defaults.generation;
+    if (const std::optional<int64_t> max_tokens = integer_field(body, "max_tokens")) {
+        if (*max_tokens < 0) throw bad_field("max_tokens", fmt::format("'max_tokens' must be >= 0, got {}", *max_tokens));
+        gen.max_tokens = static_cast<int32_t>(std::min<int64_t>(*max_tokens, defaults.n_ctx));
+    }
+    if (auto draft_max = count_field(body, "draft_max", 1)) gen.draft_max = *draft_max;
+    gen.draft_min = std::min(gen.draft_min, gen.draft_max);  // a request's shorter γ keeps the server's draft-min valid
+    if (auto temperature = number_field(body, "temperature")) {
+        if (!(*temperature >= 0)) throw bad_field("temperature", fmt::format("'temperature' must be >= 0, got {}", *temperature));
+        gen.sampling.temperature = static_cast<float>(*temperature);
+    }
+    if (auto top_k = count_field(body, "top_k", 0)) gen.sampling.top_k = *top_k;
+    if (auto top_p = number_field(body, "top_p")) {
+        if (!(*top_p > 0 && *top_p <= 1)) throw bad_field("top_p", fmt::format("'top_p' must be in (0, 1], got {}", *top_p));
+        gen.sampling.top_p = static_cast<float>(*top_p);
+    }
+    if (auto seed = integer_field(body, "seed")) {
+        if (*seed < 0) throw bad_field("seed", fmt::format("'seed' must be >= 0, got {}", *seed));
+        gen.sampling.seed = static_cast<uint64_t>(*seed);
+    }
+    if (body.contains("stop")) gen.stop_strings = parse_stop(body);
+    if (const json* stream = field(body, "stream")) {
+        if (!stream->is_boolean()) throw bad_field("stream", "'stream' must be a boolean");
+        request.stream = stream->get<bool>();
+    }
+    try {
+        gen.judge = make_judge(parse_judge(body, defaults.judge));
+    } catch (const Error& e) {
+        throw bad_field(judge_error_param(e.what()), e.what());
+    }
+    try {
+        validate(gen);
+    } catch (const Error& e) {
+        throw bad_field("", e.what());
+    }
+    return request;
+}
+
+}  // namespace
+
+nlohmann::json ApiError::to_json() const {
+    auto or_null = [](const std::string& text) { return text.empty() ? json(nullptr) : json(text); };
+    return {{"error", {{"message", message}, {"type", type}, {"param", or_null(param)}, {"code", or_null(code)}}}};
+}
+
+std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_view body, Endpoint endpoint,
+                                                                   const RequestDefaults& defaults) {
+    const json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
+    if (parsed.is_discarded()) return bad_field("", "the request body is not valid JSON");
+    if (!parsed.is_object()) return bad_field("", "the request body must be a JSON object");
+    try {
+        return parse_object(parsed, endpoint, defaults);
+    } catch (const ApiError& error) {
+        return error;
+    }
+}
+
+}  // namespace klspec::server

@@ -1,0 +1,55 @@
+// An OpenAI-style request body turned into decoding options, or the 4xx error the client gets. Pure: no
+// model is needed, so every check is unit-tested (tests/server/test_request.cpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/judge_factory.h"
+#include "engine/speculative_decoder.h"
+
+namespace klspec::server {
+
+enum class Endpoint { Completions, ChatCompletions };
+
+// The error object of OpenAI's API: {"error": {"message", "type", "param", "code"}} with an HTTP status.
+struct ApiError {
+    int status = 400;
+    std::string message;
+    std::string type = "invalid_request_error";
+    std::string param;  // the request field at fault; empty: none
+    std::string code;   // empty: none
+
+    nlohmann::json to_json() const;
+};
+
+// What the server was started with; a request overrides field by field.
+struct RequestDefaults {
+    GenerationOptions generation;  // its judge is ignored: `judge` below describes it
+    JudgeOptions judge;
+    int32_t n_ctx = 2048;  // a max_tokens above the context is clamped to it (the context stops generation anyway)
+};
+
+using ChatMessages = std::vector<std::pair<std::string, std::string>>;  // {role, content}
+
+struct CompletionRequest {
+    Endpoint endpoint = Endpoint::Completions;
+    std::string prompt;     // /v1/completions
+    ChatMessages messages;  // /v1/chat/completions (the server applies the model's chat template)
+    GenerationOptions generation;  // defaults and the request's fields, its judge built and checked
+    bool stream = false;
+};
+
+// Parses and validates a body. Fields: prompt | messages, judge, judge_threshold, judge_topk,
+// confidence_mask, draft_max, temperature, top_k, top_p, seed, max_tokens, stop (string or array), stream;
+// others (model, user, ...) are ignored as OpenAI clients send them.
+std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_view body, Endpoint endpoint,
+                                                                   const RequestDefaults& defaults);
+
+}  // namespace klspec::server

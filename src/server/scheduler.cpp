@@ -1,0 +1,185 @@
+#include "server/scheduler.h"
+
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace klspec::server {
+
+std::string_view to_string(Provenance provenance) {
+    switch (provenance) {
+        case Provenance::Draft: return "draft";
+        case Provenance::Relaxed: return "relaxed";
+        case Provenance::Target: return "target";
+    }
+    return "target";
+}
+
+std::optional<ApiError> RequestChannel::wait_started() {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return started_ || error_.has_value(); });
+    return error_;
+}
+
+Delta RequestChannel::wait_delta() {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return finished_ || error_ || !pending_.text.empty() || !pending_.provenance.empty(); });
+    Delta delta = std::exchange(pending_, Delta{});
+    delta.last = finished_ || error_;
+    return delta;
+}
+
+GenerationResult RequestChannel::wait_result() {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return finished_ || error_; });
+    return std::move(result_);
+}
+
+void RequestChannel::fail(ApiError error) {
+    {
+        std::lock_guard lock(mutex_);
+        error_ = std::move(error);
+    }
+    changed_.notify_all();
+}
+
+void RequestChannel::start() {
+    {
+        std::lock_guard lock(mutex_);
+        started_ = true;
+    }
+    changed_.notify_all();
+}
+
+void RequestChannel::append(std::string_view text, std::span<const Provenance> provenance) {
+    {
+        std::lock_guard lock(mutex_);
+        pending_.text += text;
+        pending_.provenance.insert(pending_.provenance.end(), provenance.begin(), provenance.end());
+    }
+    changed_.notify_all();
+}
+
+void RequestChannel::finish(GenerationResult result) {
+    {
+        std::lock_guard lock(mutex_);
+        result_ = std::move(result);
+        finished_ = true;
+    }
+    changed_.notify_all();
+}
+
+Scheduler::Scheduler(SpeculativeDecoder& decoder, int32_t slots) : decoder_(decoder), slots_(static_cast<size_t>(slots)) {
+    if (slots < 1 || slots > decoder.n_sequences())
+        throw Error(fmt::format("the server needs 1..{} slots (the decoder's sequences), got {}", decoder.n_sequences(), slots));
+    thread_ = std::thread([this] { run(); });
+}
+
+Scheduler::~Scheduler() {
+    {
+        std::lock_guard lock(mutex_);
+        stopping_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+}
+
+void Scheduler::submit(std::shared_ptr<RequestChannel> request) {
+    {
+        std::lock_guard lock(mutex_);
+        queue_.push_back(std::move(request));
+        counters_.queued = static_cast<int32_t>(queue_.size());
+    }
+    wake_.notify_all();
+}
+
+ServerCounters Scheduler::counters() const {
+    std::lock_guard lock(mutex_);
+    return counters_;
+}
+
+void Scheduler::run() {
+    while (true) {
+        {
+            std::unique_lock lock(mutex_);
+            wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || counters_.active > 0; });
+            if (stopping_) break;
+        }
+        start_queued();
+        active_.clear();
+        for (Slot& slot : slots_)
+            if (slot.sequence) active_.push_back(&*slot.sequence);
+        decoder_.step(active_, [this](const StepResult& step) { return step_callback(step); });
+        release_finished();
+    }
+    // Shutting down: nobody is left waiting forever.
+    const ApiError shutting_down{503, "the server is shutting down", "server_error", "", ""};
+    std::lock_guard lock(mutex_);
+    for (Slot& slot : slots_)
+        if (slot.request) slot.request->fail(shutting_down);
+    for (const std::shared_ptr<RequestChannel>& request : queue_) request->fail(shutting_down);
+}
+
+void Scheduler::start_queued() {
+    std::vector<size_t> taken;
+    {
+        std::lock_guard lock(mutex_);
+        for (size_t s = 0; s < slots_.size() && !queue_.empty(); ++s) {
+            if (slots_[s].request) continue;
+            slots_[s].request = std::move(queue_.front());
+            queue_.pop_front();
+            taken.push_back(s);
+        }
+        counters_.queued = static_cast<int32_t>(queue_.size());
+        counters_.active += static_cast<int32_t>(taken.size());
+    }
+    for (const size_t s : taken) {
+        Slot& slot = slots_[s];
+        try {
+            slot.sequence = decoder_.start(static_cast<int32_t>(s), slot.request->prompt(), slot.request->generation());
+            slot.request->start();
+        } catch (const Error& e) {
+            // The one check left to the engine: the prompt's length against the context.
+            slot.request->fail(ApiError{400, e.what(), "invalid_request_error", "prompt", "context_length_exceeded"});
+            slot.request.reset();
+            std::lock_guard lock(mutex_);
+            --counters_.active;
+            ++counters_.requests_failed;
+        }
+    }
+}
+
+bool Scheduler::step_callback(const StepResult& step) {
+    Slot& slot = slots_[static_cast<size_t>(step.sequence_id)];
+    const std::span<const PositionVerdict> verdicts = slot.sequence->step_verdicts();
+    provenance_.clear();
+    for (size_t i = 0; i < step.tokens.size(); ++i) {
+        const bool from_draft = i < verdicts.size() && verdicts[i].verdict != Verdict::Rejected;
+        provenance_.push_back(!from_draft                              ? Provenance::Target
+                              : verdicts[i].verdict == Verdict::Relaxed ? Provenance::Relaxed
+                                                                        : Provenance::Draft);
+    }
+    slot.request->append(step.text, provenance_);
+    return slot.request->cancelled();
+}
+
+void Scheduler::release_finished() {
+    for (Slot& slot : slots_) {
+        if (!slot.sequence || !slot.sequence->finished()) continue;
+        GenerationResult result = slot.sequence->take_result();
+        {
+            std::lock_guard lock(mutex_);
+            ++counters_.requests_finished;
+            counters_.requests_cancelled += result.stop_reason == StopReason::Cancelled;
+            counters_.stats += result.stats;
+            --counters_.active;
+        }
+        slot.request->finish(std::move(result));
+        slot.request.reset();
+        slot.sequence.reset();
+    }
+}
+
+}  // namespace klspec::server

@@ -1,0 +1,121 @@
+// The server's decoding loop (llama.cpp tools/server's shape): a queue of pending requests and N slots.
+// One thread owns the decoder; each iteration starts queued requests in free slots and runs ONE
+// SpeculativeDecoder::step() over every active slot, so all their drafts are verified in one target batch
+// (continuous batching). HTTP handlers talk to it only through a RequestChannel.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "engine/speculative_decoder.h"
+#include "server/request.h"
+
+namespace klspec::server {
+
+// Where a generated token came from (the chunk's `provenance` list).
+enum class Provenance { Draft, Relaxed, Target };
+std::string_view to_string(Provenance provenance);
+
+// Text that became final in one step and the tokens that step emitted.
+struct Delta {
+    std::string text;
+    std::vector<Provenance> provenance;  // one per emitted token
+    bool last = false;                   // the request finished: nothing follows
+};
+
+// One request between an HTTP handler (which waits on it) and the scheduler (which fills it). Events
+// arrive in order: started or failed; deltas; finished.
+class RequestChannel {
+public:
+    RequestChannel(std::string prompt, GenerationOptions generation)
+        : prompt_(std::move(prompt)), generation_(std::move(generation)) {}
+
+    const std::string& prompt() const { return prompt_; }
+    const GenerationOptions& generation() const { return generation_; }
+
+    // Handler side. Blocks until the request started (nullopt) or failed (the error to answer).
+    std::optional<ApiError> wait_started();
+    // Blocks until text is pending or the request finished; takes what is pending.
+    Delta wait_delta();
+    // Blocks until the request finished; its result.
+    GenerationResult wait_result();
+    // Marks the client gone: the scheduler stops the sequence after its next step and frees the slot.
+    void cancel() { cancelled_ = true; }
+    bool cancelled() const { return cancelled_; }
+
+    // Scheduler side.
+    void fail(ApiError error);
+    void start();
+    void append(std::string_view text, std::span<const Provenance> provenance);
+    void finish(GenerationResult result);
+
+private:
+    std::string prompt_;
+    GenerationOptions generation_;
+    std::atomic<bool> cancelled_ = false;
+    std::mutex mutex_;
+    std::condition_variable changed_;
+    bool started_ = false;
+    std::optional<ApiError> error_;
+    Delta pending_;
+    bool finished_ = false;
+    GenerationResult result_;
+};
+
+// Totals since the server started, for /metrics.
+struct ServerCounters {
+    int64_t requests_finished = 0;  // every request that ran to its end, cancelled ones included
+    int64_t requests_cancelled = 0;
+    int64_t requests_failed = 0;    // refused when starting (a prompt over the context, ...)
+    GenerationStats stats;          // summed over finished requests
+    int32_t queued = 0;             // waiting for a slot
+    int32_t active = 0;             // in a slot
+};
+
+class Scheduler {
+public:
+    // The decoder must have at least `slots` sequences; it is used only from the scheduler's thread.
+    Scheduler(SpeculativeDecoder& decoder, int32_t slots);
+    ~Scheduler();  // stops the thread; requests still waiting fail with 503
+    Scheduler(const Scheduler&) = delete;
+    Scheduler& operator=(const Scheduler&) = delete;
+
+    // Queues a request; it waits (never dropped) until a slot is free.
+    void submit(std::shared_ptr<RequestChannel> request);
+    ServerCounters counters() const;
+    int32_t slots() const { return static_cast<int32_t>(slots_.size()); }
+
+private:
+    struct Slot {
+        std::shared_ptr<RequestChannel> request;
+        std::optional<Sequence> sequence;
+    };
+    void run();
+    // Takes queued requests into free slots (under the lock) and starts their sequences (outside it).
+    void start_queued();
+    // After a step: hands finished results back and frees their slots.
+    void release_finished();
+    bool step_callback(const StepResult& step);
+
+    SpeculativeDecoder& decoder_;
+    std::vector<Slot> slots_;
+    std::vector<Sequence*> active_;
+    std::vector<Provenance> provenance_;  // scratch of step_callback
+    mutable std::mutex mutex_;
+    std::condition_variable wake_;
+    std::deque<std::shared_ptr<RequestChannel>> queue_;
+    ServerCounters counters_;
+    bool stopping_ = false;
+    std::thread thread_;  // last: starts after every member above exists
+};
+
+}  // namespace klspec::server

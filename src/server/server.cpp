@@ -1,0 +1,289 @@
+#include "server/server.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <string_view>
+
+#include <fmt/format.h>
+#include <httplib.h>
+
+#include "core/error.h"
+
+namespace klspec::server {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kJson = "application/json";
+
+// Invalid UTF-8 (a token boundary inside a character) is replaced, never a reason to fail a response.
+std::string dump(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+void reply_error(httplib::Response& response, const ApiError& error) {
+    response.status = error.status;
+    response.set_content(dump(error.to_json()), kJson);
+}
+
+std::string_view finish_reason(StopReason reason) {
+    switch (reason) {
+        case StopReason::EndOfGeneration:
+        case StopReason::StopString: return "stop";
+        case StopReason::MaxTokens:
+        case StopReason::ContextFull: return "length";
+        case StopReason::Cancelled: return "cancelled";
+    }
+    return "stop";
+}
+
+json usage_json(const GenerationStats& stats) {
+    return {{"prompt_tokens", stats.prompt_tokens},
+            {"completion_tokens", stats.emitted},
+            {"total_tokens", stats.prompt_tokens + stats.emitted}};
+}
+
+json speculative_json(const GenerationStats& stats, std::string_view judge) {
+    return {{"judge", judge},
+            {"drafted", stats.drafted},
+            {"accepted", stats.accepted},
+            {"relaxed", stats.relaxed_accepted},
+            {"target_calls", stats.target_calls},
+            {"mat", stats.mat()}};
+}
+
+json provenance_json(const std::vector<Provenance>& provenance) {
+    json list = json::array();
+    for (const Provenance p : provenance) list.push_back(to_string(p));
+    return list;
+}
+
+// The fields every response and chunk of one request shares.
+struct ResponseHead {
+    std::string id;
+    int64_t created = 0;
+    std::string model;
+    Endpoint endpoint = Endpoint::Completions;
+
+    json object(std::string_view type, json choice) const {
+        return {{"id", id}, {"object", type}, {"created", created}, {"model", model}, {"choices", json::array({choice})}};
+    }
+};
+
+json completion_json(const ResponseHead& head, const GenerationResult& result, std::string_view judge) {
+    json choice = {{"index", 0}, {"finish_reason", finish_reason(result.stop_reason)}};
+    const bool chat = head.endpoint == Endpoint::ChatCompletions;
+    if (chat) {
+        choice["message"] = {{"role", "assistant"}, {"content", result.text}};
+    } else {
+        choice["text"] = result.text;
+        choice["logprobs"] = nullptr;
+    }
+    json out = head.object(chat ? "chat.completion" : "text_completion", std::move(choice));
+    out["usage"] = usage_json(result.stats);
+    out["speculative"] = speculative_json(result.stats, judge);
+    return out;
+}
+
+// A streamed chunk: text (and the provenance of the tokens behind it), or with the final chunk the finish
+// reason, usage and speculative statistics.
+json chunk_json(const ResponseHead& head, const Delta& delta, const GenerationResult* result, std::string_view judge,
+                bool first) {
+    json choice = {{"index", 0}, {"finish_reason", result ? json(finish_reason(result->stop_reason)) : json(nullptr)}};
+    const bool chat = head.endpoint == Endpoint::ChatCompletions;
+    if (chat) {
+        choice["delta"] = json::object();
+        if (first) choice["delta"]["role"] = "assistant";
+        if (!delta.text.empty()) choice["delta"]["content"] = delta.text;
+    } else {
+        choice["text"] = delta.text;
+    }
+    if (!delta.provenance.empty()) choice["provenance"] = provenance_json(delta.provenance);
+    json out = head.object(chat ? "chat.completion.chunk" : "text_completion", std::move(choice));
+    if (result) {
+        out["usage"] = usage_json(result->stats);
+        out["speculative"] = speculative_json(result->stats, judge);
+    }
+    return out;
+}
+
+std::string sse(const json& chunk) { return "data: " + dump(chunk) + "\n\n"; }
+
+void append_metric(std::string& out, std::string_view name, std::string_view type, std::string_view help, double value) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, value);
+}
+
+}  // namespace
+
+Server::Server(SpeculativeDecoder& decoder, RequestDefaults defaults, ServerOptions options)
+    : decoder_(decoder),
+      defaults_(std::move(defaults)),
+      options_(std::move(options)),
+      scheduler_(decoder, options_.slots),
+      http_(std::make_unique<httplib::Server>()) {
+    // Handlers block while their request waits or streams: enough threads for every slot, a full queue
+    // behind them and /health or /metrics beside them.
+    const size_t threads = std::max<size_t>(16, 4 * static_cast<size_t>(options_.slots));
+    http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    http_->set_payload_max_length(options_.max_body_bytes);
+    add_routes();
+}
+
+Server::~Server() { stop(); }
+
+int Server::bind() {
+    if (options_.port == 0) {
+        const int port = http_->bind_to_any_port(options_.host);
+        if (port < 0) throw Error(fmt::format("cannot listen on {}", options_.host));
+        return port;
+    }
+    if (!http_->bind_to_port(options_.host, options_.port))
+        throw Error(fmt::format("cannot listen on {}:{} (in use, or not an address of this machine?)", options_.host,
+                                options_.port));
+    return options_.port;
+}
+
+void Server::listen() { http_->listen_after_bind(); }
+
+void Server::stop() { http_->stop(); }
+
+void Server::add_routes() {
+    // Known paths and their one method: another method gets 405, an unknown path 404 (error handler).
+    static const std::map<std::string, std::string> kMethods = {{"/v1/completions", "POST"},
+                                                                {"/v1/chat/completions", "POST"},
+                                                                {"/v1/models", "GET"},
+                                                                {"/health", "GET"},
+                                                                {"/metrics", "GET"}};
+    http_->set_pre_routing_handler([this](const httplib::Request& request, httplib::Response& response) {
+        const auto known = kMethods.find(request.path);
+        if (known == kMethods.end() || known->second == request.method ||
+            (request.method == "HEAD" && known->second == "GET"))
+            return httplib::Server::HandlerResponse::Unhandled;
+        ++requests_rejected_;
+        response.set_header("Allow", known->second);
+        reply_error(response, ApiError{405, fmt::format("{} takes {}, not {}", request.path, known->second, request.method),
+                                       "invalid_request_error", "", "method_not_allowed"});
+        return httplib::Server::HandlerResponse::Handled;
+    });
+    http_->set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& request,
+                                                                         httplib::Response& response) {
+        if (!response.body.empty()) return httplib::Server::HandlerResponse::Unhandled;  // ours already
+        ApiError error{response.status, fmt::format("HTTP {}", response.status), "invalid_request_error", "", ""};
+        if (response.status == 404) error = {404, fmt::format("no route {} {}", request.method, request.path),
+                                              "invalid_request_error", "", "not_found"};
+        if (response.status == 413)
+            error = {413, fmt::format("the request body is larger than {} bytes", options_.max_body_bytes),
+                     "invalid_request_error", "", "request_too_large"};
+        ++requests_rejected_;
+        reply_error(response, error);
+        return httplib::Server::HandlerResponse::Handled;
+    }));
+    http_->Post("/v1/completions", [this](const httplib::Request& request, httplib::Response& response) {
+        handle_completion(Endpoint::Completions, request, response);
+    });
+    http_->Post("/v1/chat/completions", [this](const httplib::Request& request, httplib::Response& response) {
+        handle_completion(Endpoint::ChatCompletions, request, response);
+    });
+    http_->Get("/v1/models", [this](const httplib::Request&, httplib::Response& response) {
+        const json model = {{"id", options_.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "klspec"}};
+        response.set_content(dump({{"object", "list"}, {"data", json::array({model})}}), kJson);
+    });
+    http_->Get("/health", [](const httplib::Request&, httplib::Response& response) {
+        response.set_content(R"({"status":"ok"})", kJson);
+    });
+    http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& response) {
+        response.set_content(metrics_text(), "text/plain; version=0.0.4");
+    });
+}
+
+void Server::handle_completion(Endpoint endpoint, const httplib::Request& http_request, httplib::Response& response) {
+    ++requests_received_;
+    std::variant<CompletionRequest, ApiError> parsed = parse_completion_request(http_request.body, endpoint, defaults_);
+    if (const ApiError* error = std::get_if<ApiError>(&parsed)) {
+        ++requests_rejected_;
+        return reply_error(response, *error);
+    }
+    CompletionRequest& request = std::get<CompletionRequest>(parsed);
+    if (endpoint == Endpoint::ChatCompletions) {
+        try {
+            request.prompt = decoder_.target().apply_chat_template(request.messages);
+        } catch (const Error& e) {
+            ++requests_rejected_;
+            return reply_error(response, ApiError{400, e.what(), "invalid_request_error", "messages", "no_chat_template"});
+        }
+    }
+    const std::string judge(request.generation.judge->name());
+    auto channel = std::make_shared<RequestChannel>(std::move(request.prompt), std::move(request.generation));
+    scheduler_.submit(channel);
+    if (const std::optional<ApiError> error = channel->wait_started()) {
+        ++requests_rejected_;
+        return reply_error(response, *error);
+    }
+    const ResponseHead head{fmt::format("{}-{}", endpoint == Endpoint::ChatCompletions ? "chatcmpl" : "cmpl", next_id_++),
+                            std::chrono::duration_cast<std::chrono::seconds>(
+                                std::chrono::system_clock::now().time_since_epoch()).count(),
+                            options_.model_name, endpoint};
+    if (!request.stream) {
+        response.set_content(dump(completion_json(head, channel->wait_result(), judge)), kJson);
+        return;
+    }
+    response.set_header("Cache-Control", "no-cache");
+    response.set_chunked_content_provider(
+        "text/event-stream",
+        [channel, head, judge, first = true](size_t, httplib::DataSink& sink) mutable {
+            const Delta delta = channel->wait_delta();
+            const GenerationResult result = delta.last ? channel->wait_result() : GenerationResult{};
+            if (!delta.text.empty() || !delta.provenance.empty() || delta.last) {
+                const std::string chunk = sse(chunk_json(head, delta, delta.last ? &result : nullptr, judge, first));
+                first = false;
+                // A client that went away: its sequence stops after the current step and frees its slot.
+                if (!sink.write(chunk.data(), chunk.size())) {
+                    channel->cancel();
+                    return false;
+                }
+            }
+            if (delta.last) {
+                const std::string done = "data: [DONE]\n\n";
+                if (!sink.write(done.data(), done.size())) return false;
+                sink.done();
+            }
+            return true;
+        },
+        [channel](bool success) {
+            if (!success) channel->cancel();
+        });
+}
+
+std::string Server::metrics_text() const {
+    const ServerCounters c = scheduler_.counters();
+    const GenerationStats& s = c.stats;
+    std::string out;
+    append_metric(out, "klspec:num_requests_running", "gauge", "Requests decoding in a slot.", c.active);
+    append_metric(out, "klspec:num_requests_waiting", "gauge", "Requests queued for a free slot.", c.queued);
+    append_metric(out, "klspec:num_slots", "gauge", "Slots (-np): requests decoded together.", scheduler_.slots());
+    append_metric(out, "klspec:request_received_total", "counter", "Completion requests received.",
+                  double(requests_received_.load()));
+    append_metric(out, "klspec:request_success_total", "counter", "Requests decoded to their end (cancelled included).",
+                  double(c.requests_finished));
+    append_metric(out, "klspec:request_cancelled_total", "counter", "Streaming requests whose client went away.",
+                  double(c.requests_cancelled));
+    append_metric(out, "klspec:request_error_total", "counter", "Requests answered with an HTTP error.",
+                  double(requests_rejected_.load()));
+    append_metric(out, "klspec:prompt_tokens_total", "counter", "Prompt tokens of finished requests.",
+                  double(s.prompt_tokens));
+    append_metric(out, "klspec:generation_tokens_total", "counter", "Generated tokens of finished requests.",
+                  double(s.emitted));
+    append_metric(out, "klspec:spec_decode_num_target_calls_total", "counter", "Target verification calls.",
+                  double(s.target_calls));
+    append_metric(out, "klspec:spec_decode_num_draft_tokens_total", "counter", "Draft tokens proposed.",
+                  double(s.drafted));
+    append_metric(out, "klspec:spec_decode_num_accepted_tokens_total", "counter",
+                  "Draft tokens accepted (relaxed ones included).", double(s.accepted));
+    append_metric(out, "klspec:spec_decode_num_relaxed_accepted_tokens_total", "counter",
+                  "Draft tokens accepted only because the judge relaxed them.", double(s.relaxed_accepted));
+    append_metric(out, "klspec:spec_decode_mean_accepted_tokens", "gauge",
+                  "MAT: generated tokens per target call over finished requests.", s.mat());
+    append_metric(out, "klspec:judge_seconds_total", "counter", "Seconds spent in judges.", s.judge_seconds);
+    return out;
+}
+
+}  // namespace klspec::server

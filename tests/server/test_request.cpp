@@ -1,0 +1,169 @@
+// Request parsing and validation of `klspec serve` (src/server/request.h): no model, no sockets.
+#include <gtest/gtest.h>
+
+#include "server/request.h"
+
+namespace klspec::server {
+namespace {
+
+RequestDefaults server_defaults() {
+    RequestDefaults defaults;
+    defaults.generation.max_tokens = 64;
+    defaults.n_ctx = 512;
+    return defaults;
+}
+
+CompletionRequest parse_ok(std::string_view body, Endpoint endpoint = Endpoint::Completions,
+                           const RequestDefaults& defaults = server_defaults()) {
+    auto parsed = parse_completion_request(body, endpoint, defaults);
+    if (const ApiError* error = std::get_if<ApiError>(&parsed)) ADD_FAILURE() << body << ": " << error->message;
+    return std::get<CompletionRequest>(std::move(parsed));
+}
+
+ApiError parse_error(std::string_view body, Endpoint endpoint = Endpoint::Completions,
+                     const RequestDefaults& defaults = server_defaults()) {
+    auto parsed = parse_completion_request(body, endpoint, defaults);
+    if (!std::holds_alternative<ApiError>(parsed)) {
+        ADD_FAILURE() << body << " was accepted";
+        return {};
+    }
+    return std::get<ApiError>(parsed);
+}
+
+TEST(ServerRequest, MinimalCompletionTakesTheServerDefaults) {
+    const CompletionRequest request = parse_ok(R"({"prompt": "Once upon a time", "model": "any"})");
+    EXPECT_EQ(request.prompt, "Once upon a time");
+    EXPECT_EQ(request.generation.max_tokens, 64);
+    EXPECT_FALSE(request.stream);
+    ASSERT_NE(request.generation.judge, nullptr);
+    EXPECT_EQ(request.generation.judge->name(), "vanilla");
+}
+
+TEST(ServerRequest, FieldsOverrideTheDefaults) {
+    const CompletionRequest request = parse_ok(
+        R"({"prompt": "x", "judge": "kl", "judge_threshold": 0.5, "confidence_mask": 0.8, "draft_max": 4,
+            "temperature": 0.7, "top_k": 40, "top_p": 0.9, "seed": 7, "max_tokens": 10, "stream": true})");
+    const GenerationOptions& gen = request.generation;
+    EXPECT_EQ(gen.judge->name(), "kl");
+    EXPECT_EQ(gen.draft_max, 4);
+    EXPECT_FLOAT_EQ(gen.sampling.temperature, 0.7f);
+    EXPECT_EQ(gen.sampling.top_k, 40);
+    EXPECT_FLOAT_EQ(gen.sampling.top_p, 0.9f);
+    EXPECT_EQ(gen.sampling.seed, 7u);
+    EXPECT_EQ(gen.max_tokens, 10);
+    EXPECT_TRUE(request.stream);
+}
+
+TEST(ServerRequest, MalformedJsonIs400) {
+    for (const char* body : {"{", "not json", R"({"prompt": "x",})", ""}) {
+        const ApiError error = parse_error(body);
+        EXPECT_EQ(error.status, 400) << body;
+        EXPECT_NE(error.message.find("JSON"), std::string::npos) << error.message;
+    }
+    EXPECT_EQ(parse_error(R"(["prompt"])").status, 400);
+}
+
+TEST(ServerRequest, WrongTypesNameTheField) {
+    const std::pair<const char*, const char*> cases[] = {
+        {R"({"prompt": 5})", "prompt"},
+        {R"({"prompt": ["a", "b"]})", "prompt"},
+        {R"({"prompt": "x", "temperature": "hot"})", "temperature"},
+        {R"({"prompt": "x", "max_tokens": 1.5})", "max_tokens"},
+        {R"({"prompt": "x", "max_tokens": -1})", "max_tokens"},
+        {R"({"prompt": "x", "stream": "yes"})", "stream"},
+        {R"({"prompt": "x", "top_p": 0})", "top_p"},
+        {R"({"prompt": "x", "top_k": -2})", "top_k"},
+        {R"({"prompt": "x", "draft_max": 0})", "draft_max"},
+        {R"({"prompt": "x", "seed": -1})", "seed"},
+        {R"({"prompt": "x", "judge": 3})", "judge"},
+        {R"({"prompt": "x", "judge": "topk", "judge_topk": "five"})", "judge_topk"},
+        {R"({"max_tokens": 4})", "prompt"},
+    };
+    for (const auto& [body, param] : cases) {
+        const ApiError error = parse_error(body);
+        EXPECT_EQ(error.status, 400) << body;
+        EXPECT_EQ(error.param, param) << body << ": " << error.message;
+        EXPECT_EQ(error.type, "invalid_request_error");
+    }
+}
+
+TEST(ServerRequest, UnknownJudgeIs400NamingTheRules) {
+    const ApiError error = parse_error(R"({"prompt": "x", "judge": "oracle"})");
+    EXPECT_EQ(error.status, 400);
+    EXPECT_EQ(error.param, "judge");
+    EXPECT_NE(error.message.find("unknown judge 'oracle'"), std::string::npos) << error.message;
+    EXPECT_NE(error.message.find("kl"), std::string::npos) << error.message;
+}
+
+TEST(ServerRequest, JudgeKnobsAreCheckedByMakeJudge) {
+    const std::pair<const char*, const char*> cases[] = {
+        {R"({"prompt": "x", "judge": "prob-threshold", "judge_threshold": 1.5})", "judge_threshold"},
+        {R"({"prompt": "x", "judge": "kl", "judge_threshold": -0.1})", "judge_threshold"},
+        {R"({"prompt": "x", "judge": "kl"})", "judge_threshold"},
+        {R"({"prompt": "x", "judge": "topk"})", "judge_topk"},
+        {R"({"prompt": "x", "judge": "topk", "judge_topk": 0})", "judge_topk"},
+        {R"({"prompt": "x", "judge": "vanilla", "judge_threshold": 0.5})", "judge_threshold"},
+        {R"({"prompt": "x", "judge": "kl", "judge_threshold": 0.5, "confidence_mask": 1.5})", "confidence_mask"},
+    };
+    for (const auto& [body, param] : cases) {
+        const ApiError error = parse_error(body);
+        EXPECT_EQ(error.status, 400) << body;
+        EXPECT_EQ(error.param, param) << body << ": " << error.message;
+    }
+}
+
+// The server's threshold belongs to the server's rule: a request naming another rule is not refused for it.
+TEST(ServerRequest, ARequestsRuleDoesNotInheritTheServersKnobs) {
+    RequestDefaults defaults = server_defaults();
+    defaults.judge.rule = "kl";
+    defaults.judge.threshold = 0.3;
+    EXPECT_EQ(parse_ok(R"({"prompt": "x"})", Endpoint::Completions, defaults).generation.judge->name(), "kl");
+    EXPECT_EQ(parse_ok(R"({"prompt": "x", "judge": "topk", "judge_topk": 3})", Endpoint::Completions, defaults)
+                  .generation.judge->name(),
+              "topk");
+    EXPECT_EQ(parse_ok(R"({"prompt": "x", "judge": "vanilla"})", Endpoint::Completions, defaults).generation.judge->name(),
+              "vanilla");
+}
+
+TEST(ServerRequest, StopIsAStringOrAnArrayOfStrings) {
+    EXPECT_EQ(parse_ok(R"({"prompt": "x", "stop": "Lily"})").generation.stop_strings, std::vector<std::string>{"Lily"});
+    EXPECT_EQ(parse_ok(R"({"prompt": "x", "stop": ["a", "bc"]})").generation.stop_strings,
+              (std::vector<std::string>{"a", "bc"}));
+    EXPECT_TRUE(parse_ok(R"({"prompt": "x", "stop": null})").generation.stop_strings.empty());
+    for (const char* body : {R"({"prompt": "x", "stop": 3})", R"({"prompt": "x", "stop": ["a", 3]})"}) {
+        const ApiError error = parse_error(body);
+        EXPECT_EQ(error.status, 400) << body;
+        EXPECT_EQ(error.param, "stop");
+    }
+}
+
+TEST(ServerRequest, HugeMaxTokensIsClampedToTheContext) {
+    EXPECT_EQ(parse_ok(R"({"prompt": "x", "max_tokens": 100000000000})").generation.max_tokens, 512);
+    EXPECT_EQ(parse_ok(R"({"prompt": "x", "max_tokens": 0})").generation.max_tokens, 0);
+}
+
+TEST(ServerRequest, ChatMessagesAreRoleContentPairs) {
+    const CompletionRequest request = parse_ok(
+        R"({"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]})",
+        Endpoint::ChatCompletions);
+    ASSERT_EQ(request.messages.size(), 2u);
+    EXPECT_EQ(request.messages[1], (std::pair<std::string, std::string>{"user", "Hi"}));
+    for (const char* body : {R"({"prompt": "x"})", R"({"messages": []})", R"({"messages": "hi"})",
+                             R"({"messages": [{"role": "user"}]})", R"({"messages": [{"role": "user", "content": 1}]})"}) {
+        const ApiError error = parse_error(body, Endpoint::ChatCompletions);
+        EXPECT_EQ(error.status, 400) << body;
+        EXPECT_EQ(error.param, "messages") << body;
+    }
+}
+
+TEST(ServerRequest, ErrorJsonHasOpenAIsShape) {
+    const nlohmann::json json = parse_error(R"({"prompt": "x", "temperature": "hot"})").to_json();
+    const nlohmann::json& error = json.at("error");
+    EXPECT_TRUE(error.at("message").is_string());
+    EXPECT_EQ(error.at("type"), "invalid_request_error");
+    EXPECT_EQ(error.at("param"), "temperature");
+    EXPECT_TRUE(error.at("code").is_null());
+}
+
+}  // namespace
+}  // namespace klspec::server

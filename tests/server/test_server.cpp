@@ -1,0 +1,371 @@
+// `klspec serve`'s HTTP API end to end: a Server on a free loopback port over stories260K and its Q4_0
+// draft, spoken to with cpp-httplib's client.
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <cstdio>
+#include <future>
+#include <memory>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "server/server.h"
+#include "test_support.h"
+
+extern char** environ;
+
+namespace klspec::server {
+namespace {
+
+using nlohmann::json;
+
+constexpr int32_t kSlots = 2;
+constexpr int32_t kContext = 384;
+
+struct HttpReply {
+    int status = 0;
+    std::string body;
+    json parsed() const { return json::parse(body); }
+};
+
+class ServerTest : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        target_ = std::make_unique<Model>(test::kTargetModel);
+        draft_ = std::make_unique<Model>(test::kDraftQ4);
+        ContextOptions context;
+        context.n_threads = 1;
+        context.n_ctx = kContext;
+        context.n_sequences = kSlots;
+        decoder_ = std::make_unique<SpeculativeDecoder>(*target_, draft_.get(), context);
+        RequestDefaults defaults;
+        defaults.generation.max_tokens = 32;
+        defaults.n_ctx = kContext;
+        ServerOptions options;
+        options.port = 0;
+        options.slots = kSlots;
+        options.max_body_bytes = 16 * 1024;
+        options.model_name = "stories260K";
+        server_ = std::make_unique<Server>(*decoder_, defaults, options);
+        port_ = server_->bind();
+        listener_ = std::thread([] { server_->listen(); });
+    }
+    static void TearDownTestSuite() {
+        server_->stop();
+        listener_.join();
+        server_.reset();
+        decoder_.reset();
+        draft_.reset();
+        target_.reset();
+    }
+
+    static httplib::Client client() {
+        httplib::Client c("127.0.0.1", port_);
+        c.set_read_timeout(30);
+        return c;
+    }
+    static HttpReply post(const std::string& path, const std::string& body) {
+        httplib::Result r = client().Post(path.c_str(), body, "application/json");
+        if (!r) return {-1, httplib::to_string(r.error())};
+        return {r->status, r->body};
+    }
+    static HttpReply post(const std::string& path, const json& body) { return post(path, body.dump()); }
+    static HttpReply get(const std::string& path) {
+        httplib::Result r = client().Get(path.c_str());
+        if (!r) return {-1, httplib::to_string(r.error())};
+        return {r->status, r->body};
+    }
+    // The value of a Prometheus sample line `name value`.
+    static double metric(const std::string& name) {
+        const std::string text = get("/metrics").body;
+        const size_t at = text.find("\n" + name + " ");
+        if (at == std::string::npos) {
+            ADD_FAILURE() << name << " missing from /metrics:\n" << text;
+            return -1;
+        }
+        return std::stod(text.substr(at + name.size() + 2));
+    }
+    // Waits (bounded) until no request is decoding or waiting: after a disconnect the slot frees itself.
+    static bool wait_idle() {
+        for (int i = 0; i < 200; ++i) {
+            if (metric("klspec:num_requests_running") == 0 && metric("klspec:num_requests_waiting") == 0) return true;
+            std::this_thread::sleep_for(std::chrono::milliseconds(25));
+        }
+        return false;
+    }
+
+    static std::unique_ptr<Model> target_;
+    static std::unique_ptr<Model> draft_;
+    static std::unique_ptr<SpeculativeDecoder> decoder_;
+    static std::unique_ptr<Server> server_;
+    static std::thread listener_;
+    static int port_;
+};
+
+std::unique_ptr<Model> ServerTest::target_;
+std::unique_ptr<Model> ServerTest::draft_;
+std::unique_ptr<SpeculativeDecoder> ServerTest::decoder_;
+std::unique_ptr<Server> ServerTest::server_;
+std::thread ServerTest::listener_;
+int ServerTest::port_ = 0;
+
+// The `data:` payloads of an SSE body, in order.
+std::vector<std::string> sse_events(const std::string& body) {
+    std::vector<std::string> events;
+    size_t at = 0;
+    while ((at = body.find("data: ", at)) != std::string::npos) {
+        const size_t end = body.find("\n\n", at);
+        events.push_back(body.substr(at + 6, end - at - 6));
+        at = end;
+    }
+    return events;
+}
+
+// Greedy vanilla judge decoding is lossless: the server returns what `klspec generate` prints.
+TEST_F(ServerTest, CompletionEqualsGenerate) {
+    const test::CommandResult cli = test::run_command(test::kCli + " generate -m " + test::kTargetModel + " -md " +
+                                                      test::kDraftQ4 + " -p 'Once upon a time' -n 32 -t 1 --json");
+    ASSERT_EQ(cli.exit_code, 0) << cli.output;
+    const json expected = json::parse(cli.output);
+
+    const HttpReply reply = post("/v1/completions", json{{"prompt", "Once upon a time"}, {"max_tokens", 32}});
+    ASSERT_EQ(reply.status, 200) << reply.body;
+    const json out = reply.parsed();
+    EXPECT_EQ(out.at("object"), "text_completion");
+    EXPECT_EQ(out.at("model"), "stories260K");
+    EXPECT_EQ(out.at("id").get<std::string>().rfind("cmpl-", 0), 0u);
+    const json& choice = out.at("choices").at(0);
+    EXPECT_EQ(choice.at("text"), expected.at("text"));
+    EXPECT_EQ(choice.at("finish_reason"), expected.at("stop_reason") == "max_tokens" ? "length" : "stop");
+    const json& usage = out.at("usage");
+    EXPECT_EQ(usage.at("completion_tokens"), expected.at("tokens").size());
+    EXPECT_EQ(usage.at("prompt_tokens"), expected.at("stats").at("prompt_tokens"));
+    EXPECT_EQ(usage.at("total_tokens"), usage.at("prompt_tokens").get<int>() + usage.at("completion_tokens").get<int>());
+    const json& spec = out.at("speculative");
+    EXPECT_EQ(spec.at("judge"), "vanilla");
+    EXPECT_EQ(spec.at("drafted"), expected.at("stats").at("drafted"));
+    EXPECT_EQ(spec.at("accepted"), expected.at("stats").at("accepted"));
+    EXPECT_EQ(spec.at("relaxed"), 0);
+    EXPECT_GT(spec.at("mat").get<double>(), 1.0);
+}
+
+// The chunks add up to the non-streamed text; their provenance lists account for every token; a loose
+// per-request KL judge relaxes tokens the default (vanilla) would not.
+TEST_F(ServerTest, StreamingConcatenationEqualsTheText) {
+    for (const json& judge : {json{{"judge", "vanilla"}}, json{{"judge", "kl"}, {"judge_threshold", 50.0}, {"confidence_mask", 1.0}}}) {
+        json request = {{"prompt", "One day, a little girl named Lily"}, {"max_tokens", 48}};
+        request.update(judge);
+        const HttpReply whole = post("/v1/completions", request);
+        ASSERT_EQ(whole.status, 200) << whole.body;
+        request["stream"] = true;
+        const HttpReply streamed = post("/v1/completions", request);
+        ASSERT_EQ(streamed.status, 200) << streamed.body;
+
+        const std::vector<std::string> events = sse_events(streamed.body);
+        ASSERT_GE(events.size(), 2u) << streamed.body;
+        EXPECT_EQ(events.back(), "[DONE]");
+        std::string text;
+        int64_t tokens = 0, relaxed = 0;
+        json last;
+        for (size_t i = 0; i + 1 < events.size(); ++i) {
+            last = json::parse(events[i]);
+            const json& choice = last.at("choices").at(0);
+            text += choice.at("text").get<std::string>();
+            for (const json& p : choice.value("provenance", json::array())) {
+                ++tokens;
+                relaxed += p == "relaxed";
+                EXPECT_TRUE(p == "draft" || p == "relaxed" || p == "target") << p;
+            }
+            if (i + 2 < events.size()) {
+                EXPECT_TRUE(choice.at("finish_reason").is_null());
+            }
+        }
+        const json expected = whole.parsed();
+        EXPECT_EQ(text, expected.at("choices").at(0).at("text")) << judge;
+        EXPECT_EQ(last.at("choices").at(0).at("finish_reason"), expected.at("choices").at(0).at("finish_reason"));
+        EXPECT_EQ(tokens, last.at("usage").at("completion_tokens").get<int64_t>());
+        EXPECT_EQ(relaxed, last.at("speculative").at("relaxed").get<int64_t>());
+        EXPECT_EQ(last.at("speculative"), expected.at("speculative"));
+        if (judge.at("judge") == "kl") {
+            EXPECT_GT(relaxed, 0) << "a KL threshold of 50 relaxed nothing";
+        } else {
+            EXPECT_EQ(relaxed, 0);
+        }
+    }
+}
+
+// Five requests on two slots: three wait in the queue, none is dropped, and batching does not change
+// greedy outputs (each equals target-only decoding of its prompt).
+TEST_F(ServerTest, MoreConcurrentRequestsThanSlotsAllComplete) {
+    const std::vector<std::string> prompts = test::story_prompts(5);
+    std::vector<std::future<HttpReply>> replies;
+    for (const std::string& prompt : prompts)
+        replies.push_back(std::async(std::launch::async, [prompt] {
+            return post("/v1/completions", json{{"prompt", prompt}, {"max_tokens", 40}, {"stream", prompt.size() % 2 == 0}});
+        }));
+    ContextOptions context;
+    context.n_threads = 1;
+    context.n_ctx = kContext;
+    SpeculativeDecoder target_only(*target_, nullptr, context);
+    GenerationOptions options;
+    options.max_tokens = 40;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        const HttpReply reply = replies[i].get();
+        ASSERT_EQ(reply.status, 200) << reply.body;
+        std::string text;
+        if (prompts[i].size() % 2 == 0) {
+            for (const std::string& event : sse_events(reply.body))
+                if (event != "[DONE]") text += json::parse(event).at("choices").at(0).at("text").get<std::string>();
+        } else {
+            text = reply.parsed().at("choices").at(0).at("text");
+        }
+        EXPECT_EQ(text, target_only.generate(prompts[i], options).text) << prompts[i];
+    }
+    EXPECT_TRUE(wait_idle());
+}
+
+// A streaming client that hangs up after its first chunk cancels its sequence: the slot is freed, the
+// request counts as cancelled, and the server serves the next request.
+TEST_F(ServerTest, DisconnectingStreamFreesItsSlot) {
+    const double cancelled = metric("klspec:request_cancelled_total");
+    const double generated = metric("klspec:generation_tokens_total");
+    httplib::Client c = client();
+    httplib::Request request;
+    request.method = "POST";
+    request.path = "/v1/completions";
+    request.body = json{{"prompt", "Once upon a time"}, {"max_tokens", kContext}, {"stream", true},
+                        {"temperature", 1.0}, {"seed", 3}}.dump();
+    request.set_header("Content-Type", "application/json");
+    int chunks = 0;
+    request.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 1; };
+    httplib::Response response;
+    httplib::Error error = httplib::Error::Success;
+    EXPECT_FALSE(c.send(request, response, error));
+    EXPECT_EQ(chunks, 1);
+    c.stop();
+    ASSERT_TRUE(wait_idle());
+    EXPECT_EQ(metric("klspec:request_cancelled_total"), cancelled + 1);
+    EXPECT_LT(metric("klspec:generation_tokens_total") - generated, kContext - 8) << "the sequence ran to its end";
+
+    const HttpReply next = post("/v1/completions", json{{"prompt", "Tom and his dog went to the park."}, {"max_tokens", 8}});
+    EXPECT_EQ(next.status, 200) << next.body;
+}
+
+TEST_F(ServerTest, ErrorsGetTheirStatusAndTheServerKeepsServing) {
+    const std::string too_long_prompt = [] {
+        std::string text;
+        for (int i = 0; i < kContext; ++i) text += "the cat sat. ";
+        return text;
+    }();
+    struct Case {
+        std::string method, path, body;
+        int status;
+        std::string param;  // the error's param, "" when none
+    };
+    const std::vector<Case> cases = {
+        {"POST", "/v1/completions", "{not json", 400, ""},
+        {"POST", "/v1/completions", R"({"prompt": "x", "max_tokens": "many"})", 400, "max_tokens"},
+        {"POST", "/v1/completions", R"({"prompt": "x", "judge": "oracle"})", 400, "judge"},
+        {"POST", "/v1/completions", R"({"prompt": "x", "judge": "prob-threshold", "judge_threshold": 2})", 400,
+         "judge_threshold"},
+        {"POST", "/v1/completions", json{{"prompt", too_long_prompt}}.dump(), 400, "prompt"},
+        {"POST", "/v1/chat/completions", R"({"messages": [{"role": "user", "content": "Hi"}]})", 400, "messages"},
+        {"POST", "/v1/completions", json{{"prompt", std::string(20000, 'a')}}.dump(), 413, ""},
+        {"GET", "/v1/completions", "", 405, ""},
+        {"POST", "/health", "{}", 405, ""},
+        {"GET", "/v1/nothing", "", 404, ""},
+    };
+    for (const Case& c : cases) {
+        const HttpReply reply = c.method == "GET" ? get(c.path) : post(c.path, c.body);
+        EXPECT_EQ(reply.status, c.status) << c.method << " " << c.path << " " << c.body.substr(0, 80) << ": " << reply.body;
+        const json error = json::parse(reply.body, nullptr, false);
+        ASSERT_TRUE(error.contains("error")) << reply.body;
+        EXPECT_TRUE(error["error"]["message"].is_string());
+        if (!c.param.empty()) {
+            EXPECT_EQ(error["error"]["param"], c.param) << reply.body;
+        }
+        const HttpReply ok = post("/v1/completions", json{{"prompt", "The cat was sad because"}, {"max_tokens", 4}});
+        EXPECT_EQ(ok.status, 200) << "after " << c.path << ": " << ok.body;
+    }
+    // A max_tokens beyond the context is clamped: generation stops at the context (or the story's end). The
+    // last generated token is never fed back, so prompt and output together hold at most one more than it.
+    const HttpReply huge = post("/v1/completions", json{{"prompt", "Once upon a time"}, {"max_tokens", 1'000'000'000'000}});
+    ASSERT_EQ(huge.status, 200) << huge.body;
+    EXPECT_LE(huge.parsed().at("usage").at("total_tokens").get<int>(), kContext + 1);
+}
+
+TEST_F(ServerTest, ModelsHealthAndMetrics) {
+    const HttpReply models = get("/v1/models");
+    ASSERT_EQ(models.status, 200);
+    EXPECT_EQ(models.parsed().at("data").at(0).at("id"), "stories260K");
+    EXPECT_EQ(get("/health").parsed().at("status"), "ok");
+
+    const char* const counters[] = {"klspec:request_success_total", "klspec:prompt_tokens_total",
+                                    "klspec:generation_tokens_total", "klspec:spec_decode_num_target_calls_total",
+                                    "klspec:spec_decode_num_draft_tokens_total",
+                                    "klspec:spec_decode_num_accepted_tokens_total"};
+    std::vector<double> before;
+    for (const char* name : counters) before.push_back(metric(name));
+    const double relaxed = metric("klspec:spec_decode_num_relaxed_accepted_tokens_total");
+    const HttpReply reply = post("/v1/completions", json{{"prompt", "Ben found a shiny stone"}, {"max_tokens", 24},
+                                                         {"judge", "kl"}, {"judge_threshold", 50}, {"confidence_mask", 1}});
+    ASSERT_EQ(reply.status, 200) << reply.body;
+    const json out = reply.parsed();
+    for (size_t i = 0; i < std::size(counters); ++i) EXPECT_GT(metric(counters[i]), before[i]) << counters[i];
+    EXPECT_EQ(metric("klspec:request_success_total"), before[0] + 1);
+    EXPECT_EQ(metric("klspec:generation_tokens_total"), before[2] + out.at("usage").at("completion_tokens").get<double>());
+    EXPECT_EQ(metric("klspec:spec_decode_num_relaxed_accepted_tokens_total"),
+              relaxed + out.at("speculative").at("relaxed").get<double>());
+    EXPECT_GT(metric("klspec:spec_decode_mean_accepted_tokens"), 1.0);
+    EXPECT_EQ(metric("klspec:num_slots"), kSlots);
+}
+
+// The CLI: `klspec serve` prints its address, answers, and exits 0 on SIGTERM.
+TEST(ServeCommand, ListensAnswersAndStopsOnSigterm) {
+    int out[2];
+    ASSERT_EQ(pipe(out), 0);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+    posix_spawn_file_actions_addclose(&actions, out[0]);
+    std::vector<std::string> args = {test::kCli, "serve", "-m", test::kTargetModel, "-md", test::kDraftQ4, "--port",
+                                     "0", "-t", "1", "-c", "256", "-np", "2", "--judge", "kl", "--judge-threshold", "0.5"};
+    std::vector<char*> argv;
+    for (std::string& arg : args) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    pid_t pid = 0;
+    ASSERT_EQ(posix_spawn(&pid, test::kCli.c_str(), &actions, nullptr, argv.data(), environ), 0);
+    posix_spawn_file_actions_destroy(&actions);
+    close(out[1]);
+    FILE* output = fdopen(out[0], "r");
+    char line[512] = {};
+    ASSERT_NE(fgets(line, sizeof line, output), nullptr);
+    const std::string listening = line;
+    const std::string marker = "http://127.0.0.1:";
+    ASSERT_NE(listening.find(marker), std::string::npos) << listening;
+    EXPECT_NE(listening.find("judge kl"), std::string::npos) << listening;
+    const int port = std::stoi(listening.substr(listening.find(marker) + marker.size()));
+
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(30);
+    const httplib::Result reply = c.Post("/v1/completions", R"({"prompt": "Once upon a time", "max_tokens": 16})",
+                                         "application/json");
+    ASSERT_TRUE(reply);
+    EXPECT_EQ(reply->status, 200) << reply->body;
+    EXPECT_EQ(json::parse(reply->body).at("speculative").at("judge"), "kl");  // the server's default rule
+
+    kill(pid, SIGTERM);
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status)) << "killed by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    EXPECT_EQ(WEXITSTATUS(status), 0);
+    fclose(output);
+}
+
+}  // namespace
+}  // namespace klspec::server
