@@ -73,7 +73,8 @@ private:
 size_t missing_examples(const SweepStore& store, std::span<const SweepPoint> points, std::span<const Problem> problems);
 
 // Decodes (with `generation`, its judge replaced by each point's), scores and stores every (point, problem)
-// the store does not hold yet, point by point; on_example is called after each is stored.
+// the store does not hold yet; the points take turns on chunks of 4·parallel problems. on_example is
+// called after each is stored.
 void run_sweep_points(SpeculativeDecoder& decoder, const GenerationOptions& generation, std::span<const Problem> problems,
                       std::span<const SweepPoint> points, int32_t parallel, SweepStore& store,
                       const std::function<void(const SweepExample&)>& on_example);
