@@ -141,8 +141,13 @@ void Scheduler::start_queued() {
             slot.sequence = decoder_.start(static_cast<int32_t>(s), slot.request->prompt(), slot.request->generation());
             slot.request->start();
         } catch (const Error& e) {
-            // The one check left to the engine: the prompt's length against the context.
-            slot.request->fail(ApiError{400, e.what(), "invalid_request_error", "prompt", "context_length_exceeded"});
+            // The checks left to the engine: the prompt against the context, and what the judge needs of the
+            // decoder (hidden states, a draft model).
+            const std::string_view reason = e.what();
+            const bool prompt = reason.find("the prompt") != std::string_view::npos;
+            const bool too_long = reason.find("the context holds") != std::string_view::npos;
+            slot.request->fail(ApiError{400, e.what(), "invalid_request_error", prompt ? "prompt" : "judge",
+                                        too_long ? "context_length_exceeded" : ""});
             slot.request.reset();
             std::lock_guard lock(mutex_);
             --counters_.active;

@@ -279,6 +279,8 @@ TEST_F(ServerTest, ErrorsGetTheirStatusAndTheServerKeepsServing) {
         {"GET", "/v1/completions", "", 405, ""},
         {"POST", "/health", "{}", 405, ""},
         {"GET", "/v1/nothing", "", 404, ""},
+        // autojudge needs a head file, which this server was not given.
+        {"POST", "/v1/completions", R"({"prompt": "x", "judge": "autojudge", "judge_threshold": 0.5})", 400, "judge"},
     };
     for (const Case& c : cases) {
         const HttpReply reply = c.method == "GET" ? get(c.path) : post(c.path, c.body);
@@ -288,6 +290,9 @@ TEST_F(ServerTest, ErrorsGetTheirStatusAndTheServerKeepsServing) {
         EXPECT_TRUE(error["error"]["message"].is_string());
         if (!c.param.empty()) {
             EXPECT_EQ(error["error"]["param"], c.param) << reply.body;
+        }
+        if (c.body.size() > 1000 && c.status == 400) {
+            EXPECT_EQ(error["error"]["code"], "context_length_exceeded") << reply.body;
         }
         const HttpReply ok = post("/v1/completions", json{{"prompt", "The cat was sad because"}, {"max_tokens", 4}});
         EXPECT_EQ(ok.status, 200) << "after " << c.path << ": " << ok.body;
