@@ -265,9 +265,9 @@ std::string write_sweep_summary(const std::string& dir, const std::vector<PointS
     nlohmann::json points = nlohmann::json::array();
     std::ostringstream csv, table;
     csv << "point,rule,value,examples,correct,accuracy,accuracy_change,mat,acceptance,relaxed,emitted,target_calls,"
-           "tokens_per_second,speedup\n";
-    table << "| rule | value | accuracy | Δ acc | MAT | acceptance | relaxed | tokens/s | speedup |\n"
-             "|---|---|---|---|---|---|---|---|---|\n";
+           "tokens_per_second,speedup,judge_share\n";
+    table << "| rule | value | accuracy | Δ acc | MAT | acceptance | relaxed | tokens/s | speedup | judge time |\n"
+             "|---|---|---|---|---|---|---|---|---|---|\n";
     for (const PointSummary& s : summaries) {
         const double change = s.accuracy() - vanilla.accuracy();
         points.push_back({{"point", s.point}, {"rule", s.rule}, {"value", s.value}, {"examples", s.examples},
@@ -275,14 +275,16 @@ std::string write_sweep_summary(const std::string& dir, const std::vector<PointS
                           {"mat", s.totals.mat()}, {"acceptance", s.totals.acceptance_rate()},
                           {"relaxed", s.totals.relaxed_accepted}, {"emitted", s.totals.emitted},
                           {"target_calls", s.totals.target_calls}, {"wall_seconds", s.wall_seconds},
-                          {"tokens_per_second", s.tokens_per_second()}, {"speedup", speedup(s)}});
-        csv << fmt::format("{},{},{},{},{},{:.4f},{:.4f},{:.3f},{:.4f},{},{},{},{:.1f},{:.3f}\n", s.point, s.rule, s.value,
-                           s.examples, s.correct, s.accuracy(), change, s.totals.mat(), s.totals.acceptance_rate(),
+                          {"tokens_per_second", s.tokens_per_second()}, {"speedup", speedup(s)},
+                          {"judge_share", s.judge_share()}});
+        csv << fmt::format("{},{},{},{},{},{:.4f},{:.4f},{:.3f},{:.4f},{},{},{},{:.1f},{:.3f},{:.5f}\n", s.point, s.rule,
+                           s.value, s.examples, s.correct, s.accuracy(), change, s.totals.mat(), s.totals.acceptance_rate(),
                            s.totals.relaxed_accepted, s.totals.emitted, s.totals.target_calls, s.tokens_per_second(),
-                           speedup(s));
-        table << fmt::format("| {} | {} | {:.1f} % | {:+.1f} | {:.2f} | {:.1f} % | {} | {:.1f} | {:.2f}× |\n", s.rule,
-                             s.value.empty() ? "—" : s.value, 100 * s.accuracy(), 100 * change, s.totals.mat(),
-                             100 * s.totals.acceptance_rate(), s.totals.relaxed_accepted, s.tokens_per_second(), speedup(s));
+                           speedup(s), s.judge_share());
+        table << fmt::format("| {} | {} | {:.1f} % | {:+.1f} | {:.2f} | {:.1f} % | {} | {:.1f} | {:.2f}× | {:.2f} % |\n",
+                             s.rule, s.value.empty() ? "—" : s.value, 100 * s.accuracy(), 100 * change, s.totals.mat(),
+                             100 * s.totals.acceptance_rate(), s.totals.relaxed_accepted, s.tokens_per_second(), speedup(s),
+                             100 * s.judge_share());
     }
     nlohmann::json best = nlohmann::json::object();
     table << "\nBest MAT within 1 point of vanilla's accuracy:";

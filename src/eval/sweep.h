@@ -88,6 +88,8 @@ struct PointSummary {
     double accuracy() const { return examples ? double(correct) / double(examples) : 0.0; }
     // Emitted tokens over the wall time decode_problems attributed to the examples (prompts included).
     double tokens_per_second() const { return wall_seconds > 0 ? double(totals.emitted) / wall_seconds : 0.0; }
+    // The judge's share of that wall time.
+    double judge_share() const { return wall_seconds > 0 ? totals.judge_seconds / wall_seconds : 0.0; }
 };
 
 // One summary per point, in the points' order; vanilla's is first.
