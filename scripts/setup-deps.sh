@@ -4,7 +4,8 @@ set -euo pipefail
 packages=(build-essential cmake git
           libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
           liblinear-dev gnuplot-nox libcpp-httplib-dev
-          bubblewrap python3 zlib1g-dev)  # the sandbox code benchmarks run in, and HumanEval's .gz
+          bubblewrap python3 zlib1g-dev  # the sandbox code benchmarks run in, and HumanEval's .gz
+          chromium)  # headless, renders `klspec serve`'s page in its test
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

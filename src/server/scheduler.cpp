@@ -8,15 +8,6 @@
 
 namespace klspec::server {
 
-std::string_view to_string(Provenance provenance) {
-    switch (provenance) {
-        case Provenance::Draft: return "draft";
-        case Provenance::Relaxed: return "relaxed";
-        case Provenance::Target: return "target";
-    }
-    return "target";
-}
-
 std::optional<ApiError> RequestChannel::wait_started() {
     std::unique_lock lock(mutex_);
     changed_.wait(lock, [&] { return started_ || error_.has_value(); });
@@ -25,7 +16,7 @@ std::optional<ApiError> RequestChannel::wait_started() {
 
 Delta RequestChannel::wait_delta() {
     std::unique_lock lock(mutex_);
-    changed_.wait(lock, [&] { return finished_ || error_ || !pending_.text.empty() || !pending_.provenance.empty(); });
+    changed_.wait(lock, [&] { return finished_ || error_ || !pending_.text.empty() || !pending_.origins.empty(); });
     Delta delta = std::exchange(pending_, Delta{});
     delta.last = finished_ || error_;
     return delta;
@@ -53,11 +44,13 @@ void RequestChannel::start() {
     changed_.notify_all();
 }
 
-void RequestChannel::append(std::string_view text, std::span<const Provenance> provenance) {
+void RequestChannel::append(std::string_view text, std::span<const TokenOrigin> origins, std::vector<TextSpan> spans) {
     {
         std::lock_guard lock(mutex_);
         pending_.text += text;
-        pending_.provenance.insert(pending_.provenance.end(), provenance.begin(), provenance.end());
+        pending_.origins.insert(pending_.origins.end(), origins.begin(), origins.end());
+        pending_.spans.insert(pending_.spans.end(), std::make_move_iterator(spans.begin()),
+                              std::make_move_iterator(spans.end()));
     }
     changed_.notify_all();
 }
@@ -158,15 +151,9 @@ void Scheduler::start_queued() {
 
 bool Scheduler::step_callback(const StepResult& step) {
     Slot& slot = slots_[static_cast<size_t>(step.sequence_id)];
-    const std::span<const PositionVerdict> verdicts = slot.sequence->step_verdicts();
-    provenance_.clear();
-    for (size_t i = 0; i < step.tokens.size(); ++i) {
-        const bool from_draft = i < verdicts.size() && verdicts[i].verdict != Verdict::Rejected;
-        provenance_.push_back(!from_draft                              ? Provenance::Target
-                              : verdicts[i].verdict == Verdict::Relaxed ? Provenance::Relaxed
-                                                                        : Provenance::Draft);
-    }
-    slot.request->append(step.text, provenance_);
+    const std::vector<TokenOrigin> origins = step_origins(step.tokens.size(), slot.sequence->step_verdicts());
+    for (size_t i = 0; i < step.tokens.size(); ++i) slot.spans.add_token(decoder_.target().piece(step.tokens[i]), origins[i]);
+    slot.request->append(step.text, origins, slot.spans.take(step.text));
     return slot.request->cancelled();
 }
 
@@ -184,6 +171,7 @@ void Scheduler::release_finished() {
         slot.request->finish(std::move(result));
         slot.request.reset();
         slot.sequence.reset();
+        slot.spans = {};  // what a stop string cut off
     }
 }
 

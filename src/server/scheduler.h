@@ -17,19 +17,17 @@
 #include <vector>
 
 #include "engine/speculative_decoder.h"
+#include "server/provenance.h"
 #include "server/request.h"
 
 namespace klspec::server {
 
-// Where a generated token came from (the chunk's `provenance` list).
-enum class Provenance { Draft, Relaxed, Target };
-std::string_view to_string(Provenance provenance);
-
-// Text that became final in one step and the tokens that step emitted.
+// Text that became final in one step (or several, when the handler was slower) and the tokens emitted.
 struct Delta {
     std::string text;
-    std::vector<Provenance> provenance;  // one per emitted token
-    bool last = false;                   // the request finished: nothing follows
+    std::vector<TokenOrigin> origins;  // one per emitted token
+    std::vector<TextSpan> spans;       // exactly cover `text`, one per token piece (or part of one)
+    bool last = false;                 // the request finished: nothing follows
 };
 
 // One request between an HTTP handler (which waits on it) and the scheduler (which fills it). Events
@@ -55,7 +53,7 @@ public:
     // Scheduler side.
     void fail(ApiError error);
     void start();
-    void append(std::string_view text, std::span<const Provenance> provenance);
+    void append(std::string_view text, std::span<const TokenOrigin> origins, std::vector<TextSpan> spans);
     void finish(GenerationResult result);
 
 private:
@@ -98,6 +96,7 @@ private:
     struct Slot {
         std::shared_ptr<RequestChannel> request;
         std::optional<Sequence> sequence;
+        ProvenanceSpans spans;  // the request's tokens whose text the stream has not released yet
     };
     void run();
     // Takes queued requests into free slots (under the lock) and starts their sequences (outside it).
@@ -109,7 +108,6 @@ private:
     SpeculativeDecoder& decoder_;
     std::vector<Slot> slots_;
     std::vector<Sequence*> active_;
-    std::vector<Provenance> provenance_;  // scratch of step_callback
     mutable std::mutex mutex_;
     std::condition_variable wake_;
     std::deque<std::shared_ptr<RequestChannel>> queue_;

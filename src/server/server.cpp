@@ -9,6 +9,7 @@
 #include <httplib.h>
 
 #include "core/error.h"
+#include "server/page.h"
 
 namespace klspec::server {
 namespace {
@@ -51,9 +52,19 @@ json speculative_json(const GenerationStats& stats, std::string_view judge) {
             {"mat", stats.mat()}};
 }
 
-json provenance_json(const std::vector<Provenance>& provenance) {
+json provenance_json(const std::vector<TokenOrigin>& origins) {
     json list = json::array();
-    for (const Provenance p : provenance) list.push_back(to_string(p));
+    for (const TokenOrigin& origin : origins) list.push_back(to_string(origin.provenance));
+    return list;
+}
+
+json spans_json(const std::vector<TextSpan>& spans) {
+    json list = json::array();
+    for (const TextSpan& span : spans) {
+        json item = {{"text", span.text}, {"provenance", to_string(span.origin.provenance)}};
+        if (span.origin.judge_statistic) item["judge_statistic"] = *span.origin.judge_statistic;
+        list.push_back(std::move(item));
+    }
     return list;
 }
 
@@ -84,8 +95,8 @@ json completion_json(const ResponseHead& head, const GenerationResult& result, s
     return out;
 }
 
-// A streamed chunk: text (and the provenance of the tokens behind it), or with the final chunk the finish
-// reason, usage and speculative statistics.
+// A streamed chunk: text, the provenance of the tokens behind it and the text cut into one span per token
+// (the page at GET / colours these), or with the final chunk the finish reason, usage and statistics.
 json chunk_json(const ResponseHead& head, const Delta& delta, const GenerationResult* result, std::string_view judge,
                 bool first) {
     json choice = {{"index", 0}, {"finish_reason", result ? json(finish_reason(result->stop_reason)) : json(nullptr)}};
@@ -97,7 +108,8 @@ json chunk_json(const ResponseHead& head, const Delta& delta, const GenerationRe
     } else {
         choice["text"] = delta.text;
     }
-    if (!delta.provenance.empty()) choice["provenance"] = provenance_json(delta.provenance);
+    if (!delta.origins.empty()) choice["provenance"] = provenance_json(delta.origins);
+    if (!delta.spans.empty()) choice["spans"] = spans_json(delta.spans);
     json out = head.object(chat ? "chat.completion.chunk" : "text_completion", std::move(choice));
     if (result) {
         out["usage"] = usage_json(result->stats);
@@ -148,7 +160,8 @@ void Server::stop() { http_->stop(); }
 
 void Server::add_routes() {
     // Known paths and their one method: another method gets 405, an unknown path 404 (error handler).
-    static const std::map<std::string, std::string> kMethods = {{"/v1/completions", "POST"},
+    static const std::map<std::string, std::string> kMethods = {{"/", "GET"},
+                                                                {"/v1/completions", "POST"},
                                                                 {"/v1/chat/completions", "POST"},
                                                                 {"/v1/models", "GET"},
                                                                 {"/health", "GET"},
@@ -186,6 +199,9 @@ void Server::add_routes() {
     http_->Get("/v1/models", [this](const httplib::Request&, httplib::Response& response) {
         const json model = {{"id", options_.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "klspec"}};
         response.set_content(dump({{"object", "list"}, {"data", json::array({model})}}), kJson);
+    });
+    http_->Get("/", [page = page_html(defaults_.judge.rule)](const httplib::Request&, httplib::Response& response) {
+        response.set_content(page, "text/html; charset=utf-8");
     });
     http_->Get("/health", [](const httplib::Request&, httplib::Response& response) {
         response.set_content(R"({"status":"ok"})", kJson);
@@ -232,7 +248,7 @@ void Server::handle_completion(Endpoint endpoint, const httplib::Request& http_r
         [channel, head, judge, first = true](size_t, httplib::DataSink& sink) mutable {
             const Delta delta = channel->wait_delta();
             const GenerationResult result = delta.last ? channel->wait_result() : GenerationResult{};
-            if (!delta.text.empty() || !delta.provenance.empty() || delta.last) {
+            if (!delta.text.empty() || !delta.origins.empty() || delta.last) {
                 const std::string chunk = sse(chunk_json(head, delta, delta.last ? &result : nullptr, judge, first));
                 first = false;
                 // A client that went away: its sequence stops after the current step and frees its slot.

@@ -1,6 +1,6 @@
 // `klspec serve`: an OpenAI-compatible HTTP server (cpp-httplib) over one SpeculativeDecoder.
-// POST /v1/completions and /v1/chat/completions (JSON or SSE streaming), GET /v1/models, /health and
-// /metrics (Prometheus text). Every request may choose its own judge; requests share target batches
+// GET / (a page that shows each token's provenance), POST /v1/completions and /v1/chat/completions (JSON
+// or SSE streaming), GET /v1/models, /health and /metrics (Prometheus text). Every request may choose its own judge; requests share target batches
 // through the Scheduler.
 #pragma once
 

@@ -4,13 +4,17 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <future>
+#include <iterator>
 #include <memory>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
@@ -176,6 +180,13 @@ TEST_F(ServerTest, StreamingConcatenationEqualsTheText) {
             last = json::parse(events[i]);
             const json& choice = last.at("choices").at(0);
             text += choice.at("text").get<std::string>();
+            // The spans cut the chunk's text into tokens; only relaxed ones carry the judge's statistic.
+            std::string spans_text;
+            for (const json& span : choice.value("spans", json::array())) {
+                spans_text += span.at("text").get<std::string>();
+                EXPECT_EQ(span.contains("judge_statistic"), span.at("provenance") == "relaxed") << span;
+            }
+            EXPECT_EQ(spans_text, choice.at("text"));
             for (const json& p : choice.value("provenance", json::array())) {
                 ++tokens;
                 relaxed += p == "relaxed";
@@ -328,6 +339,95 @@ TEST_F(ServerTest, ModelsHealthAndMetrics) {
               relaxed + out.at("speculative").at("relaxed").get<double>());
     EXPECT_GT(metric("klspec:spec_decode_mean_accepted_tokens"), 1.0);
     EXPECT_EQ(metric("klspec:num_slots"), kSlots);
+}
+
+size_t count(const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+}
+
+// The text of an HTML fragment as Chromium serializes it: tags dropped, its few entities decoded.
+std::string html_text(const std::string& html) {
+    std::string text;
+    for (size_t at = 0; at < html.size();) {
+        if (html[at] == '<') {
+            at = html.find('>', at) + 1;
+            continue;
+        }
+        bool entity = false;
+        for (const auto& [escaped, plain] : {std::pair{"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&nbsp;", ' '}}) {
+            if (html.compare(at, std::strlen(escaped), escaped) != 0) continue;
+            text += plain;
+            at += std::strlen(escaped);
+            entity = true;
+            break;
+        }
+        if (!entity) text += html[at++];
+    }
+    return text;
+}
+
+// The page at GET /, rendered by headless Chromium: a query string fills the form and submits it. The
+// dumped DOM holds the streamed text (the prompt, then exactly the completion's text) as token spans of
+// all three provenances, and the final chunk's MAT and relaxed count; the screenshot is drawn.
+TEST_F(ServerTest, PageColoursTokensInHeadlessChromium) {
+    const HttpReply page = get("/");
+    ASSERT_EQ(page.status, 200);
+    EXPECT_NE(page.body.find(R"(<option value="kl")"), std::string::npos) << "the judge list comes from judge_rules()";
+    if (test::run_command("command -v chromium").exit_code != 0)
+        GTEST_SKIP() << "chromium is not installed (scripts/setup-deps.sh installs it): the page was not rendered";
+
+    const std::string prompt = "One day, a little girl named Lily";
+    const json knobs = {{"judge", "kl"}, {"judge_threshold", 0.5}, {"confidence_mask", 1}, {"draft_max", 8}, {"max_tokens", 96}};
+    const std::string url = "http://127.0.0.1:" + std::to_string(port_) +
+                            "/?prompt=One%20day%2C%20a%20little%20girl%20named%20Lily&judge=kl&judge_threshold=0.5"
+                            "&confidence_mask=1&draft_max=8&max_tokens=96&run=1";
+    // Virtual time waits for the page's streaming request to end before the DOM is dumped.
+    const std::string chromium = "(chromium --headless --no-sandbox --disable-gpu --hide-scrollbars "
+                                 "--virtual-time-budget=60000 --window-size=1000,620 ";
+    const test::CommandResult dom = test::run_command(chromium + "--dump-dom '" + url + "' 2>/dev/null)");
+    ASSERT_EQ(dom.exit_code, 0) << dom.output;
+
+    json request = knobs;
+    request["prompt"] = prompt;
+    const HttpReply reply = post("/v1/completions", request);
+    ASSERT_EQ(reply.status, 200) << reply.body;
+    const json expected = reply.parsed();
+    const size_t output_at = dom.output.find(R"(<div id="output">)");
+    const size_t summary_at = dom.output.find(R"(<div id="summary")");
+    ASSERT_NE(output_at, std::string::npos) << dom.output;
+    ASSERT_NE(summary_at, std::string::npos) << dom.output;
+    const std::string output = dom.output.substr(output_at, dom.output.rfind("</div>", summary_at) - output_at);
+    EXPECT_EQ(html_text(output), prompt + expected.at("choices").at(0).at("text").get<std::string>());
+    for (const char* kind : {"draft", "relaxed", "target"})
+        EXPECT_GT(count(output, std::string("class=\"tok ") + kind + "\""), 0u) << kind << " tokens missing:\n" << output;
+    EXPECT_EQ(count(output, R"(class="tok relaxed" title="draft token the target disagreed with, kept by the judge: statistic )"),
+              count(output, R"(class="tok relaxed")"));
+
+    const std::string summary = dom.output.substr(summary_at, dom.output.find("</div>", summary_at) - summary_at);
+    const json& spec = expected.at("speculative");
+    ASSERT_GT(spec.at("relaxed").get<int>(), 0);
+    EXPECT_NE(summary.find("MAT " + fmt::format("{:.2f}", spec.at("mat").get<double>()) +
+                           " · relaxed " + std::to_string(spec.at("relaxed").get<int>()) + " · "), std::string::npos)
+        << summary;
+    EXPECT_NE(dom.output.find(R"(<b id="count-relaxed">)" + std::to_string(spec.at("relaxed").get<int>()) + "</b>"),
+              std::string::npos);
+
+    const std::string png = test::temp_path("serve-page.png");
+    const test::CommandResult shot = test::run_command(chromium + "--screenshot=" + png + " '" + url + "' 2>/dev/null)");
+    ASSERT_EQ(shot.exit_code, 0) << shot.output;
+    std::ifstream in(png, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ASSERT_GE(bytes.size(), 24u) << png;
+    EXPECT_EQ(bytes.substr(0, 8), "\x89PNG\r\n\x1a\n");
+    const auto be32 = [&](size_t at) {
+        return uint32_t(uint8_t(bytes[at])) << 24 | uint32_t(uint8_t(bytes[at + 1])) << 16 |
+               uint32_t(uint8_t(bytes[at + 2])) << 8 | uint32_t(uint8_t(bytes[at + 3]));
+    };
+    EXPECT_EQ(be32(16), 1000u);  // IHDR: the window's width and height
+    EXPECT_EQ(be32(20), 620u);
+    EXPECT_GT(bytes.size(), 20'000u) << "a blank page compresses to a few kB";
 }
 
 // The CLI: `klspec serve` prints its address, answers, and exits 0 on SIGTERM.
