@@ -5,6 +5,7 @@
 #include <iostream>
 #include <memory>
 #include <sstream>
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -12,6 +13,7 @@
 #include "apps/run_options.h"
 #include "apps/stats_report.h"
 #include "core/error.h"
+#include "server/provenance.h"
 
 namespace klspec {
 namespace {
@@ -21,7 +23,25 @@ struct GenerateOptions {
     std::string prompt;
     std::string prompt_file;
     bool json = false;
+    std::string color = "auto";  // auto: when stdout is a terminal
 };
+
+// The page's colours (GET / of `klspec serve`) on a terminal: green an accepted draft, black on orange
+// a relaxed one, blue the target's own token.
+std::string_view ansi_colour(server::Provenance provenance) {
+    switch (provenance) {
+        case server::Provenance::Draft: return "\x1b[32m";
+        case server::Provenance::Relaxed: return "\x1b[30;48;5;214m";
+        case server::Provenance::Target: return "\x1b[34m";
+    }
+    return "";
+}
+constexpr std::string_view kAnsiReset = "\x1b[0m";
+
+bool use_colour(const GenerateOptions& options) {
+    if (options.json) return false;
+    return options.color == "always" || (options.color == "auto" && isatty(STDOUT_FILENO));
+}
 
 std::string read_prompt(const GenerateOptions& options) {
     if (options.prompt_file.empty()) return options.prompt;
@@ -35,16 +55,37 @@ std::string read_prompt(const GenerateOptions& options) {
 void run_generate(const GenerateOptions& options) {
     DecodingSession session = open_session(options.run);
     const std::string prompt = read_prompt(options);
+    const bool colour = use_colour(options);
+    if (colour) {
+        std::cerr << "colours: ";
+        for (const auto provenance : {server::Provenance::Draft, server::Provenance::Relaxed, server::Provenance::Target})
+            std::cerr << ansi_colour(provenance) << server::to_string(provenance) << kAnsiReset << " ";
+        std::cerr << "(accepted draft, kept only by the judge, the target's token)\n";
+    }
+    // The loop of SpeculativeDecoder::generate, kept here: colouring reads the sequence's step verdicts.
+    Sequence sequence = session.decoder->start(0, prompt, session.generation);
+    server::ProvenanceSpans spans;
     StepCallback print_text;
     if (!options.json) {
         std::fputs(prompt.c_str(), stdout);
-        print_text = [](const StepResult& step) {
-            std::fwrite(step.text.data(), 1, step.text.size(), stdout);
+        print_text = [&](const StepResult& step) {
+            if (!colour) {
+                std::fwrite(step.text.data(), 1, step.text.size(), stdout);
+            } else {
+                const std::vector<server::TokenOrigin> origins =
+                    server::step_origins(step.tokens.size(), sequence.step_verdicts());
+                for (size_t i = 0; i < step.tokens.size(); ++i)
+                    spans.add_token(session.decoder->target().piece(step.tokens[i]), origins[i]);
+                for (const server::TextSpan& span : spans.take(step.text))
+                    fmt::print(stdout, "{}{}{}", ansi_colour(span.origin.provenance), span.text, kAnsiReset);
+            }
             std::fflush(stdout);
             return false;
         };
     }
-    const GenerationResult result = session.decoder->generate(prompt, session.generation, print_text);
+    Sequence* const batch[] = {&sequence};
+    while (!sequence.finished()) session.decoder->step(batch, print_text);
+    const GenerationResult result = sequence.take_result();
 
     if (options.json) {
         nlohmann::json out = {{"text", result.text},
@@ -72,6 +113,10 @@ void register_generate_command(CLI::App& app) {
     auto* prompt_file = cmd->add_option("-f,--file", options->prompt_file, "Read the prompt from a file");
     prompt->excludes(prompt_file);
     cmd->add_flag("--json", options->json, "Print one JSON object (text, tokens, stop_reason, stats) instead of text");
+    cmd->add_option("--color", options->color,
+                    "Colour each token by where it came from (accepted draft, relaxed by the judge, target): auto "
+                    "(when stdout is a terminal), always or never")
+        ->capture_default_str()->check(CLI::IsMember({"auto", "always", "never"}));
     cmd->callback([options] { run_generate(*options); });
 }
 
