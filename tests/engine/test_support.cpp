@@ -6,8 +6,11 @@
 #include <fstream>
 #include <stdexcept>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
+
+#include "gguf.h"
 
 namespace klspec::test {
 
@@ -70,6 +73,25 @@ std::string temp_path(const std::string& name) {
     std::filesystem::create_directories(dir);
     std::filesystem::remove_all(dir / name);  // fresh: nothing left from an earlier run
     return (dir / name).string();
+}
+
+// The header rewritten with the template, the tensor data copied.
+std::string stories_with_chat_template() {
+    // Per process: test binaries run side by side under ctest -j.
+    const std::string path = temp_path("stories-chatml-" + std::to_string(getpid()) + ".gguf");
+    gguf_init_params params{/*no_alloc=*/true, /*ctx=*/nullptr};
+    gguf_context* ctx = gguf_init_from_file(kTargetModel.c_str(), params);
+    if (ctx == nullptr) throw std::runtime_error("cannot read " + kTargetModel);
+    const size_t data_offset = gguf_get_data_offset(ctx);
+    gguf_set_val_str(ctx, "tokenizer.chat_template",
+                     "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}");
+    const bool written = gguf_write_to_file(ctx, path.c_str(), /*only_meta=*/true);
+    gguf_free(ctx);
+    if (!written) throw std::runtime_error("cannot write " + path);
+    std::ifstream in(kTargetModel, std::ios::binary);
+    in.seekg(static_cast<std::streamoff>(data_offset));
+    std::ofstream(path, std::ios::binary | std::ios::app) << in.rdbuf();
+    return path;
 }
 
 }  // namespace klspec::test

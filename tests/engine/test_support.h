@@ -31,4 +31,7 @@ CommandResult run_command(const std::string& command_line);
 // A fresh path under the test's temporary directory.
 std::string temp_path(const std::string& name);
 
+// stories260K with a ChatML chat template in its metadata (a fresh copy under the temporary directory).
+std::string stories_with_chat_template();
+
 }  // namespace klspec::test

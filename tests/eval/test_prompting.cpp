@@ -3,12 +3,10 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 
 #include "core/error.h"
 #include "engine/model.h"
 #include "eval/prompting.h"
-#include "gguf.h"
 #include "test_support.h"
 
 namespace klspec {
@@ -22,31 +20,13 @@ size_t count(const std::string& text, const std::string& what) {
     return n;
 }
 
-// stories260K with a ChatML chat template in its metadata: the header rewritten, the tensor data copied.
-std::string stories_with_chat_template() {
-    const std::string path = test::temp_path("stories-chatml.gguf");
-    gguf_init_params params{/*no_alloc=*/true, /*ctx=*/nullptr};
-    gguf_context* ctx = gguf_init_from_file(test::kTargetModel.c_str(), params);
-    if (ctx == nullptr) throw std::runtime_error("cannot read " + test::kTargetModel);
-    const size_t data_offset = gguf_get_data_offset(ctx);
-    gguf_set_val_str(ctx, "tokenizer.chat_template",
-                     "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}");
-    const bool written = gguf_write_to_file(ctx, path.c_str(), /*only_meta=*/true);
-    gguf_free(ctx);
-    if (!written) throw std::runtime_error("cannot write " + path);
-    std::ifstream in(test::kTargetModel, std::ios::binary);
-    in.seekg(static_cast<std::streamoff>(data_offset));
-    std::ofstream(path, std::ios::binary | std::ios::app) << in.rdbuf();
-    return path;
-}
-
 TEST(ChatTemplate, KnownTemplatesFormatAndUnknownOnesAreErrors) {
     EXPECT_EQ(apply_chat_template("chatml", {{"user", "hi"}}), "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
     EXPECT_THROW(apply_chat_template("no such template", {{"user", "hi"}}), Error);
 }
 
 TEST(Prompting, ChatTemplateWrapsTheInstructionAndQuestion) {
-    const Model model(stories_with_chat_template());
+    const Model model(test::stories_with_chat_template());
     ASSERT_TRUE(model.chat_template().has_value());
     std::vector<Problem> problems{{"0", "What is 2 + 3?", "5", Scorer::Gsm8k, "gsm8k"}};
     const PromptFormat format = format_prompts(problems, "gsm8k", kDatasets, {}, model);

@@ -37,39 +37,60 @@ struct HttpReply {
     json parsed() const { return json::parse(body); }
 };
 
-class ServerTest : public ::testing::Test {
-protected:
-    static void SetUpTestSuite() {
-        target_ = std::make_unique<Model>(test::kTargetModel);
-        draft_ = std::make_unique<Model>(test::kDraftQ4);
+// A Server on a free loopback port over `target_path` and stories260K's Q4_0 draft, listening on its own
+// thread until destroyed.
+struct TestServer {
+    explicit TestServer(const std::string& target_path)
+        : target(target_path), draft(test::kDraftQ4), decoder(target, &draft, context()), server(decoder, defaults(), options()) {
+        port = server.bind();
+        listener = std::thread([this] { server.listen(); });
+    }
+    ~TestServer() {
+        server.stop();
+        listener.join();
+    }
+    static ContextOptions context() {
         ContextOptions context;
         context.n_threads = 1;
         context.n_ctx = kContext;
         context.n_sequences = kSlots;
-        decoder_ = std::make_unique<SpeculativeDecoder>(*target_, draft_.get(), context);
+        return context;
+    }
+    static RequestDefaults defaults() {
         RequestDefaults defaults;
         defaults.generation.max_tokens = 32;
         defaults.n_ctx = kContext;
+        return defaults;
+    }
+    static ServerOptions options() {
         ServerOptions options;
         options.port = 0;
         options.slots = kSlots;
         options.max_body_bytes = 16 * 1024;
         options.model_name = "stories260K";
-        server_ = std::make_unique<Server>(*decoder_, defaults, options);
-        port_ = server_->bind();
-        listener_ = std::thread([] { server_->listen(); });
-    }
-    static void TearDownTestSuite() {
-        server_->stop();
-        listener_.join();
-        server_.reset();
-        decoder_.reset();
-        draft_.reset();
-        target_.reset();
+        return options;
     }
 
+    Model target;
+    Model draft;
+    SpeculativeDecoder decoder;
+    Server server;
+    int port = 0;
+    std::thread listener;
+};
+
+// Tests on one server per suite; the model is stories260K itself, or a copy with a chat template.
+template <bool kWithChatTemplate>
+class ServerFixture : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        server_ = std::make_unique<TestServer>(kWithChatTemplate ? test::stories_with_chat_template() : test::kTargetModel);
+    }
+    static void TearDownTestSuite() { server_.reset(); }
+
+    static int port() { return server_->port; }
     static httplib::Client client() {
-        httplib::Client c("127.0.0.1", port_);
+        httplib::Client c("127.0.0.1", port());
         c.set_read_timeout(30);
         return c;
     }
@@ -103,20 +124,14 @@ protected:
         return false;
     }
 
-    static std::unique_ptr<Model> target_;
-    static std::unique_ptr<Model> draft_;
-    static std::unique_ptr<SpeculativeDecoder> decoder_;
-    static std::unique_ptr<Server> server_;
-    static std::thread listener_;
-    static int port_;
+    static std::unique_ptr<TestServer> server_;
 };
 
-std::unique_ptr<Model> ServerTest::target_;
-std::unique_ptr<Model> ServerTest::draft_;
-std::unique_ptr<SpeculativeDecoder> ServerTest::decoder_;
-std::unique_ptr<Server> ServerTest::server_;
-std::thread ServerTest::listener_;
-int ServerTest::port_ = 0;
+template <bool kWithChatTemplate>
+std::unique_ptr<TestServer> ServerFixture<kWithChatTemplate>::server_;
+
+using ServerTest = ServerFixture<false>;
+using ChatServerTest = ServerFixture<true>;
 
 // The `data:` payloads of an SSE body, in order.
 std::vector<std::string> sse_events(const std::string& body) {
@@ -222,7 +237,7 @@ TEST_F(ServerTest, MoreConcurrentRequestsThanSlotsAllComplete) {
     ContextOptions context;
     context.n_threads = 1;
     context.n_ctx = kContext;
-    SpeculativeDecoder target_only(*target_, nullptr, context);
+    SpeculativeDecoder target_only(server_->target, nullptr, context);
     GenerationOptions options;
     options.max_tokens = 40;
     for (size_t i = 0; i < prompts.size(); ++i) {
@@ -380,7 +395,7 @@ TEST_F(ServerTest, PageColoursTokensInHeadlessChromium) {
 
     const std::string prompt = "One day, a little girl named Lily";
     const json knobs = {{"judge", "kl"}, {"judge_threshold", 0.5}, {"confidence_mask", 1}, {"draft_max", 8}, {"max_tokens", 96}};
-    const std::string url = "http://127.0.0.1:" + std::to_string(port_) +
+    const std::string url = "http://127.0.0.1:" + std::to_string(port()) +
                             "/?prompt=One%20day%2C%20a%20little%20girl%20named%20Lily&judge=kl&judge_threshold=0.5"
                             "&confidence_mask=1&draft_max=8&max_tokens=96&run=1";
     // Virtual time waits for the page's streaming request to end before the DOM is dumped.
@@ -428,6 +443,83 @@ TEST_F(ServerTest, PageColoursTokensInHeadlessChromium) {
     EXPECT_EQ(be32(16), 1000u);  // IHDR: the window's width and height
     EXPECT_EQ(be32(20), 620u);
     EXPECT_GT(bytes.size(), 20'000u) << "a blank page compresses to a few kB";
+}
+
+// A chat completion on a model with a (ChatML) template: the answer is the completion of the templated
+// prompt, plain and streamed.
+TEST_F(ChatServerTest, ChatCompletionIsTheCompletionOfTheTemplatedPrompt) {
+    const json messages = json::array({json{{"role", "system"}, {"content", "You tell stories."}},
+                                       json{{"role", "user"}, {"content", "Tell me a story."}}});
+    const HttpReply chat = post("/v1/chat/completions", json{{"messages", messages}, {"max_tokens", 32}});
+    ASSERT_EQ(chat.status, 200) << chat.body;
+    const HttpReply completion = post("/v1/completions", json{{"prompt", "<|im_start|>system\nYou tell stories.<|im_end|>\n"
+                                                                          "<|im_start|>user\nTell me a story.<|im_end|>\n"
+                                                                          "<|im_start|>assistant\n"},
+                                                              {"max_tokens", 32}});
+    ASSERT_EQ(completion.status, 200) << completion.body;
+    const json out = chat.parsed();
+    const json expected = completion.parsed();
+    EXPECT_EQ(out.at("object"), "chat.completion");
+    EXPECT_EQ(out.at("id").get<std::string>().rfind("chatcmpl-", 0), 0u);
+    const json& choice = out.at("choices").at(0);
+    EXPECT_EQ(choice.at("message").at("role"), "assistant");
+    EXPECT_EQ(choice.at("message").at("content"), expected.at("choices").at(0).at("text"));
+    EXPECT_FALSE(choice.at("message").at("content").get<std::string>().empty());
+    EXPECT_EQ(choice.at("finish_reason"), expected.at("choices").at(0).at("finish_reason"));
+    EXPECT_EQ(out.at("usage"), expected.at("usage"));
+
+    const HttpReply streamed = post("/v1/chat/completions", json{{"messages", messages}, {"max_tokens", 32}, {"stream", true}});
+    ASSERT_EQ(streamed.status, 200) << streamed.body;
+    const std::vector<std::string> events = sse_events(streamed.body);
+    ASSERT_GE(events.size(), 3u) << streamed.body;
+    EXPECT_EQ(events.back(), "[DONE]");
+    std::string content;
+    for (size_t i = 0; i + 1 < events.size(); ++i) {
+        const json chunk = json::parse(events[i]);
+        EXPECT_EQ(chunk.at("object"), "chat.completion.chunk");
+        const json& delta = chunk.at("choices").at(0).at("delta");
+        EXPECT_EQ(delta.contains("role"), i == 0) << events[i];
+        content += delta.value("content", "");
+    }
+    EXPECT_EQ(content, choice.at("message").at("content"));
+}
+
+std::string last_line(std::string text) {
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    return text.substr(text.rfind('\n') + 1);
+}
+
+// The official OpenAI client library (npm `openai`, Node.js) against the server: completions and chat
+// completions, plain and streamed, come back whole and equal to what the server answers directly.
+TEST_F(ChatServerTest, OfficialOpenAiNodeClient) {
+    if (test::run_command("command -v node").exit_code != 0)
+        GTEST_SKIP() << "node is not installed: the OpenAI client library was not tried";
+    const test::CommandResult install =
+        test::run_command("bash " + std::string(KLSPEC_SOURCE_DIR) + "/scripts/npm-openai.sh");
+    if (install.exit_code != 0) GTEST_SKIP() << "no OpenAI client library: " << install.output;
+    const test::CommandResult client = test::run_command(
+        "NODE_PATH='" + last_line(install.output) + "' node " + KLSPEC_SOURCE_DIR +
+        "/tests/server/openai_client.cjs http://127.0.0.1:" + std::to_string(port()) + "/v1 stories260K");
+    ASSERT_EQ(client.exit_code, 0) << client.output;
+    const json got = json::parse(client.output);
+
+    const HttpReply completion = post("/v1/completions", json{{"prompt", "Once upon a time"}, {"max_tokens", 32}});
+    const json messages = json::array({json{{"role", "user"}, {"content", "Tell me a story."}}});
+    const HttpReply chat = post("/v1/chat/completions", json{{"messages", messages}, {"max_tokens", 32}});
+    ASSERT_EQ(completion.status, 200) << completion.body;
+    ASSERT_EQ(chat.status, 200) << chat.body;
+    const json expected_completion = completion.parsed().at("choices").at(0);
+    const std::string expected_chat = chat.parsed().at("choices").at(0).at("message").at("content");
+    EXPECT_EQ(got.at("completion"), expected_completion.at("text"));
+    EXPECT_EQ(got.at("completion_finish_reason"), expected_completion.at("finish_reason"));
+    EXPECT_EQ(got.at("completion_tokens"), 32);
+    EXPECT_EQ(got.at("completion_streamed"), expected_completion.at("text"));
+    EXPECT_FALSE(expected_chat.empty());
+    EXPECT_EQ(got.at("chat"), expected_chat);
+    EXPECT_EQ(got.at("chat_role"), "assistant");
+    EXPECT_EQ(got.at("chat_streamed"), expected_chat);
+    EXPECT_EQ(got.at("chat_streamed_role"), "assistant");
+    EXPECT_EQ(got.at("models"), json::array({"stories260K"}));
 }
 
 // The CLI: `klspec serve` prints its address, answers, and exits 0 on SIGTERM.
