@@ -1,16 +1,27 @@
 #!/usr/bin/env python3
-"""Bounded load test of a running `klspec serve`: C concurrent streaming clients send N completions in
-all; prints requests/s, generated tokens/s and latency percentiles (whole request and first chunk).
+"""Load test of a running `klspec serve`: C concurrent streaming clients send N completions in all, or
+keep sending for --duration seconds; prints requests/s, generated tokens/s and latency percentiles (whole
+request and first chunk).
 
   klspec serve -np 4 &
   bench/serve_load.py --url http://127.0.0.1:8080 --concurrency 8 --requests 32 --max-tokens 96
+
+With --cli (the `klspec generate` command of the server's models, e.g. "build/klspec generate -t 1"),
+every response is checked: complete (a finish reason and [DONE]) and, decoding greedily, equal to what
+the CLI prints for its prompt; any other answer fails the run. --duration adds the speed goals, measured
+in the same run: total tokens/s of the C clients against one client for as long, and one request's
+tokens/s through the server against the CLI's for the same prompt.
+
+  bench/serve_load.py --duration 60 --concurrency 8 --cli "build/klspec generate -t 1"
 
 Standard library only. Token counts are the server's own (usage in the final chunk)."""
 import argparse
 import concurrent.futures
 import http.client
 import json
+import shlex
 import statistics
+import subprocess
 import sys
 import time
 import urllib.parse
@@ -28,7 +39,7 @@ PROMPTS = [  # the stories260K openings of tests/engine/test_support.cpp, and GS
 
 
 def one_request(url, body):
-    """Streams one completion; returns (seconds, seconds to the first chunk, completion tokens)."""
+    """Streams one completion; returns (seconds, seconds to the first chunk, completion tokens, text)."""
     parts = urllib.parse.urlsplit(url)
     connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=300)
     start = time.perf_counter()
@@ -36,7 +47,7 @@ def one_request(url, body):
     response = connection.getresponse()
     if response.status != 200:
         raise RuntimeError(f"HTTP {response.status}: {response.read().decode(errors='replace')}")
-    first_chunk, tokens, done = None, 0, False
+    first_chunk, tokens, done, finish_reason, text = None, 0, False, None, ""
     for raw in response:
         line = raw.decode().strip()
         if not line.startswith("data: "):
@@ -48,12 +59,14 @@ def one_request(url, body):
             done = True
             break
         chunk = json.loads(payload)
+        text += chunk["choices"][0]["text"]
+        finish_reason = chunk["choices"][0]["finish_reason"] or finish_reason
         if "usage" in chunk:
             tokens = chunk["usage"]["completion_tokens"]
     connection.close()
-    if not done:
-        raise RuntimeError("the stream ended without [DONE]")
-    return time.perf_counter() - start, first_chunk, tokens
+    if not done or finish_reason is None:
+        raise RuntimeError("the stream ended without a finish reason and [DONE]")
+    return time.perf_counter() - start, first_chunk, tokens, text
 
 
 def percentile(values, q):
@@ -61,46 +74,140 @@ def percentile(values, q):
     return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
 
 
+def cli_generate(cli, prompt, args):
+    """What `klspec generate --json` answers for the prompt, with the requests' options."""
+    command = shlex.split(cli) + ["-p", prompt, "-n", str(args.max_tokens), "--json"]
+    if args.judge:
+        command += ["--judge", args.judge]
+    if args.judge_threshold is not None:
+        command += ["--judge-threshold", str(args.judge_threshold)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"serve_load: {shlex.join(command)} failed: {done.stderr.strip().splitlines()[-1:]}")
+    return json.loads(done.stdout)
+
+
+class Load:
+    """Requests from `concurrency` clients: `requests` in all, or as many as fit in `duration` seconds."""
+
+    def __init__(self, args, expected):
+        self.args, self.expected = args, expected
+        self.results, self.failures = [], []
+
+    def body(self, i):
+        request = {"prompt": PROMPTS[i % len(PROMPTS)], "max_tokens": self.args.max_tokens, "stream": True}
+        if self.args.judge:
+            request["judge"] = self.args.judge
+        if self.args.judge_threshold is not None:
+            request["judge_threshold"] = self.args.judge_threshold
+        return request
+
+    def send(self, i):
+        body = self.body(i)
+        try:
+            seconds, first_chunk, tokens, text = one_request(self.args.url, body)
+        except (OSError, RuntimeError, ValueError) as error:
+            self.failures.append(f"{body['prompt']!r}: {error}")
+            return
+        if self.expected is not None and text != self.expected[body["prompt"]]:
+            self.failures.append(f"{body['prompt']!r}: got {text!r}, the CLI printed {self.expected[body['prompt']]!r}")
+        self.results.append((seconds, first_chunk, tokens))
+
+    def client(self, first, step, deadline):
+        """One client's requests one after another: i = first, first + step, ... until the deadline."""
+        i = first
+        while time.perf_counter() < deadline:
+            self.send(i)
+            i += step
+
+    def run(self, concurrency, duration=None):
+        start = time.perf_counter()
+        with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:
+            if duration is None:
+                list(pool.map(self.send, range(self.args.requests)))
+            else:
+                deadline = start + duration
+                list(pool.map(lambda c: self.client(c, concurrency, deadline), range(concurrency)))
+        wall = time.perf_counter() - start
+        latencies = [r[0] for r in self.results]
+        first_chunks = [r[1] for r in self.results]
+        tokens = sum(r[2] for r in self.results)
+        return {
+            "requests": len(self.results), "failed": len(self.failures), "concurrency": concurrency,
+            "wall_seconds": wall, "requests_per_second": len(self.results) / wall, "tokens": tokens,
+            "tokens_per_second": tokens / wall,
+            "latency_p50": statistics.median(latencies), "latency_p99": percentile(latencies, 99),
+            "first_chunk_p50": statistics.median(first_chunks), "first_chunk_p99": percentile(first_chunks, 99),
+        }
+
+
+def single_request_speed(args, expected_run):
+    """One request alone, through the server and in the CLI: tokens/s of each (median of 5), the CLI's
+    timed from its prompt to its last token (model loading left out), the server's as the client sees it."""
+    prompt = PROMPTS[0]
+    server, cli = [], []
+    for _ in range(5):
+        seconds, _, tokens, _ = one_request(args.url, Load(args, None).body(0))
+        server.append(tokens / seconds)
+        stats = expected_run(prompt)["stats"]
+        cli.append(stats["emitted"] / (stats["seconds"]["prompt"] + stats["seconds"]["decode"]))
+    return {"prompt": prompt, "server_tokens_per_second": statistics.median(server),
+            "cli_tokens_per_second": statistics.median(cli),
+            "ratio": statistics.median(server) / statistics.median(cli)}
+
+
+def print_load(title, summary):
+    print(f"{title}: {summary['requests']} requests, {summary['concurrency']} concurrent streams, "
+          f"{summary['wall_seconds']:.2f} s: {summary['requests_per_second']:.2f} requests/s, "
+          f"{summary['tokens_per_second']:.1f} tokens/s ({summary['tokens']} tokens)")
+    print(f"  latency p50 {summary['latency_p50']:.3f} s, p99 {summary['latency_p99']:.3f} s; "
+          f"first chunk p50 {summary['first_chunk_p50']:.3f} s, p99 {summary['first_chunk_p99']:.3f} s")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--url", default="http://127.0.0.1:8080", help="the server (default %(default)s)")
     parser.add_argument("--concurrency", type=int, default=8, help="streams open at once (default %(default)s)")
     parser.add_argument("--requests", type=int, default=32, help="completions in all (default %(default)s)")
+    parser.add_argument("--duration", type=float, default=None,
+                        help="send for this many seconds instead of --requests, then measure the speed goals")
     parser.add_argument("--max-tokens", type=int, default=96, help="max_tokens of each (default %(default)s)")
     parser.add_argument("--judge", default=None, help="per-request judge (default: the server's)")
     parser.add_argument("--judge-threshold", type=float, default=None, help="its threshold, if it takes one")
+    parser.add_argument("--cli", default=None,
+                        help="`klspec generate` with the server's models and options: check every answer against it")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
+    if args.duration is not None and not args.cli:
+        parser.error("--duration needs --cli (the single-request comparison runs it)")
 
-    def body(i):
-        request = {"prompt": PROMPTS[i % len(PROMPTS)], "max_tokens": args.max_tokens, "stream": True}
-        if args.judge:
-            request["judge"] = args.judge
-        if args.judge_threshold is not None:
-            request["judge_threshold"] = args.judge_threshold
-        return request
+    expected_run = lambda prompt: cli_generate(args.cli, prompt, args)  # noqa: E731
+    expected = {prompt: expected_run(prompt)["text"] for prompt in PROMPTS} if args.cli else None
+    load = Load(args, expected)
+    summary = {"load": load.run(args.concurrency, args.duration)}
+    failures = list(load.failures)
+    if args.duration is not None:
+        single = Load(args, expected)
+        summary["one_client"] = single.run(1, args.duration)
+        failures += single.failures
+        summary["speedup_vs_one_client"] = summary["load"]["tokens_per_second"] / summary["one_client"]["tokens_per_second"]
+        summary["single_request"] = single_request_speed(args, expected_run)
+    summary["checked_against_cli"] = bool(args.cli)
+    summary["failures"] = failures[:10]
 
-    start = time.perf_counter()
-    with concurrent.futures.ThreadPoolExecutor(args.concurrency) as pool:
-        results = list(pool.map(lambda i: one_request(args.url, body(i)), range(args.requests)))
-    wall = time.perf_counter() - start
-    latencies = [r[0] for r in results]
-    first_chunks = [r[1] for r in results]
-    tokens = sum(r[2] for r in results)
-    summary = {
-        "requests": args.requests, "concurrency": args.concurrency, "wall_seconds": wall,
-        "requests_per_second": args.requests / wall, "tokens": tokens, "tokens_per_second": tokens / wall,
-        "latency_p50": statistics.median(latencies), "latency_p99": percentile(latencies, 99),
-        "first_chunk_p50": statistics.median(first_chunks), "first_chunk_p99": percentile(first_chunks, 99),
-    }
     if args.json:
         print(json.dumps(summary))
     else:
-        print(f"{args.requests} requests, {args.concurrency} concurrent streams, {wall:.2f} s: "
-              f"{summary['requests_per_second']:.2f} requests/s, {summary['tokens_per_second']:.1f} tokens/s ({tokens} tokens)")
-        print(f"latency p50 {summary['latency_p50']:.3f} s, p99 {summary['latency_p99']:.3f} s; "
-              f"first chunk p50 {summary['first_chunk_p50']:.3f} s, p99 {summary['first_chunk_p99']:.3f} s")
-    return 0
+        print_load("load", summary["load"])
+        if args.duration is not None:
+            print_load("one client", summary["one_client"])
+            single = summary["single_request"]
+            print(f"{args.concurrency} clients / 1 client tokens/s: {summary['speedup_vs_one_client']:.2f}x; "
+                  f"one request: server {single['server_tokens_per_second']:.1f} tokens/s, CLI "
+                  f"{single['cli_tokens_per_second']:.1f} tokens/s ({single['ratio']:.2f}x)")
+        checked = "every answer complete and equal to the CLI's" if args.cli else "every answer complete"
+        print(f"{len(failures)} failed" + (": " + "; ".join(failures[:3]) if failures else f" ({checked})"))
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":
