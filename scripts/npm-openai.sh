@@ -12,7 +12,7 @@ if [[ ! -f "$cache/node_modules/openai/package.json" ]]; then
   trap 'rm -rf "$staging"' EXIT
   if ! timeout 300 npm install --prefix "$staging" --no-audit --no-fund --no-save --loglevel=error \
        --fetch-retries=1 "openai@$version" >/dev/null 2>"$staging.log"; then
-    echo "npm-openai: npm install openai@$version failed: $(tail -n 1 "$staging.log")" >&2
+    echo "npm-openai: npm install openai@$version failed: $(head -n 1 "$staging.log")" >&2
     rm -f "$staging.log"
     exit 1
   fi
