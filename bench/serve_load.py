@@ -14,17 +14,27 @@ tokens/s through the server against the CLI's for the same prompt.
 
   bench/serve_load.py --duration 60 --concurrency 8 --cli "build/klspec generate -t 1"
 
+With --llama-server (the path of llama.cpp's llama-server), the same workload then runs against it in the
+same run, started by the script with the default pair (the target and `-md` its draft), and both are
+printed side by side; its answers are checked for completeness only (a different engine).
+
+  bench/serve_load.py --llama-server ~/.cache/klspec/llama.cpp-*/install/bin/llama-server
+
 Standard library only. Token counts are the server's own (usage in the final chunk)."""
 import argparse
 import concurrent.futures
 import http.client
 import json
+import os
 import shlex
+import socket
 import statistics
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.parse
+import urllib.request
 
 PROMPTS = [  # the stories260K openings of tests/engine/test_support.cpp, and GSM8K-style questions
     "Once upon a time",
@@ -69,6 +79,49 @@ def one_request(url, body):
     return time.perf_counter() - start, first_chunk, tokens, text
 
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# llama-server's flags in llama.cpp de3ff815: -md the draft, --spec-draft-n-max its gamma (the old --draft-max
+# is removed), -td the draft's threads, -np the slots (-c is split among them: 256 each, the pair's trained
+# context). Greedy requests (temperature 0) make its speculation lossless like klspec's vanilla judge.
+LLAMA_SERVER_ARGS = (f"-m {REPO}/models/reasoning-target.gguf -md {REPO}/models/reasoning-draft.gguf "
+                     "--spec-draft-n-max 16 -np 8 -c 2048 -t 1 -td 1 --no-webui")
+
+
+class LlamaServer:
+    """llama.cpp's llama-server on a free loopback port, for as long as the `with` block runs."""
+
+    def __init__(self, binary, args):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.command = [binary] + shlex.split(args) + ["--host", "127.0.0.1", "--port", str(self.port)]
+
+    def __enter__(self):
+        self.process = subprocess.Popen(self.command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            if self.process.poll() is not None:
+                sys.exit(f"serve_load: llama-server exited: {self.process.stderr.read().strip().splitlines()[-3:]}")
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=2) as health:
+                    if health.status == 200:
+                        return self
+            except (OSError, urllib.error.URLError):
+                pass
+            time.sleep(0.5)
+        self.process.kill()
+        sys.exit("serve_load: llama-server did not become healthy within 120 s")
+
+    def __exit__(self, *_):
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
 def percentile(values, q):
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
@@ -90,12 +143,16 @@ def cli_generate(cli, prompt, args):
 class Load:
     """Requests from `concurrency` clients: `requests` in all, or as many as fit in `duration` seconds."""
 
-    def __init__(self, args, expected):
+    def __init__(self, args, expected, url=None):
         self.args, self.expected = args, expected
+        self.url = url or args.url
         self.results, self.failures = [], []
 
     def body(self, i):
-        request = {"prompt": PROMPTS[i % len(PROMPTS)], "max_tokens": self.args.max_tokens, "stream": True}
+        # temperature 0 is klspec's default; llama-server samples unless told. Its final chunk carries
+        # usage only with include_usage (klspec serve ignores the field).
+        request = {"prompt": PROMPTS[i % len(PROMPTS)], "max_tokens": self.args.max_tokens, "stream": True,
+                   "temperature": 0, "stream_options": {"include_usage": True}}
         if self.args.judge:
             request["judge"] = self.args.judge
         if self.args.judge_threshold is not None:
@@ -105,7 +162,7 @@ class Load:
     def send(self, i):
         body = self.body(i)
         try:
-            seconds, first_chunk, tokens, text = one_request(self.args.url, body)
+            seconds, first_chunk, tokens, text = one_request(self.url, body)
         except (OSError, RuntimeError, ValueError) as error:
             self.failures.append(f"{body['prompt']!r}: {error}")
             return
@@ -176,6 +233,10 @@ def main():
     parser.add_argument("--judge-threshold", type=float, default=None, help="its threshold, if it takes one")
     parser.add_argument("--cli", default=None,
                         help="`klspec generate` with the server's models and options: check every answer against it")
+    parser.add_argument("--llama-server", default=None,
+                        help="llama.cpp's llama-server binary: run the same workload against it too, side by side")
+    parser.add_argument("--llama-server-args", default=LLAMA_SERVER_ARGS,
+                        help="its models and flags (default: %(default)s)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
     if args.duration is not None and not args.cli:
@@ -192,6 +253,12 @@ def main():
         failures += single.failures
         summary["speedup_vs_one_client"] = summary["load"]["tokens_per_second"] / summary["one_client"]["tokens_per_second"]
         summary["single_request"] = single_request_speed(args, expected_run)
+    if args.llama_server:
+        with LlamaServer(args.llama_server, args.llama_server_args) as server:
+            reference = Load(args, None, server.url)
+            summary["llama_server"] = reference.run(args.concurrency, args.duration)
+            summary["llama_server"]["command"] = shlex.join(server.command)
+        failures += [f"llama-server: {failure}" for failure in reference.failures]
     summary["checked_against_cli"] = bool(args.cli)
     summary["failures"] = failures[:10]
 
@@ -205,6 +272,8 @@ def main():
             print(f"{args.concurrency} clients / 1 client tokens/s: {summary['speedup_vs_one_client']:.2f}x; "
                   f"one request: server {single['server_tokens_per_second']:.1f} tokens/s, CLI "
                   f"{single['cli_tokens_per_second']:.1f} tokens/s ({single['ratio']:.2f}x)")
+        if args.llama_server:
+            print_load("llama-server", summary["llama_server"])
         checked = "every answer complete and equal to the CLI's" if args.cli else "every answer complete"
         print(f"{len(failures)} failed" + (": " + "; ".join(failures[:3]) if failures else f" ({checked})"))
     return 1 if failures else 0

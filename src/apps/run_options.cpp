@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -29,6 +30,18 @@ const CLI::Validator kPositive(
     },
     "N >= 1");
 
+// "a:1,b:2" -> {"a:1", "b:2"}; empty pieces stay, so the model load reports them as malformed addresses.
+std::vector<std::string> split_server_list(const std::string& list) {
+    std::vector<std::string> servers;
+    size_t start = 0;
+    for (size_t comma = list.find(','); comma != std::string::npos; comma = list.find(',', start)) {
+        servers.push_back(list.substr(start, comma - start));
+        start = comma + 1;
+    }
+    servers.push_back(list.substr(start));
+    return servers;
+}
+
 }  // namespace
 
 void add_model_options(CLI::App& app, RunOptions& options) {
@@ -46,9 +59,19 @@ void add_model_options(CLI::App& app, RunOptions& options) {
         ->capture_default_str()->check(kPositive);
     app.add_option("-t,--threads", options.context.n_threads, "CPU threads (0 = all)")
         ->capture_default_str()->check(kNonNegative);
-    app.add_option("--n-gpu-layers", options.model.gpu_layers,
-                   "Layers to offload to the GPU when llama.cpp was built with a GPU backend; also -ngl")
-        ->capture_default_str()->check(kNonNegative);
+    app.add_option_function<int32_t>(
+           "--n-gpu-layers", [&options](int32_t layers) { options.model.gpu_layers = layers; },
+           "Layers to offload to the GPU when llama.cpp was built with a GPU backend, or to the --rpc servers; "
+           "also -ngl. Default: all with --rpc, else 0")
+        ->check(kNonNegative);
+    app.add_option_function<std::string>(
+           "--rpc", [&options](const std::string& list) { options.model.rpc_servers = split_server_list(list); },
+           "Run the target's layers on these ggml-rpc-servers (HOST:PORT,...; llama.cpp's --rpc), split by their "
+           "free memory; all layers unless -ngl says otherwise");
+    app.add_option_function<std::string>(
+           "--rpc-draft", [&options](const std::string& list) { options.draft_rpc_servers = split_server_list(list); },
+           "The same for the draft. Default: the draft stays local (it runs token by token, so a network round "
+           "trip per draft token costs more than its small compute)");
     app.add_flag("-v,--verbose", options.verbose, "Show llama.cpp's own log output");
 }
 
@@ -152,7 +175,11 @@ DecodingSession open_session(const RunOptions& options) {
     validate(session.generation);
     validate(options.context);
     session.target = std::make_unique<Model>(target_path, options.model);
-    if (!draft_path.empty()) session.draft = std::make_unique<Model>(draft_path, options.model);
+    if (!draft_path.empty()) {
+        ModelOptions draft_model = options.model;
+        draft_model.rpc_servers = options.draft_rpc_servers;
+        session.draft = std::make_unique<Model>(draft_path, draft_model);
+    }
     ContextOptions context = options.context;
     context.hidden_states = options.context.hidden_states || session.generation.judge->needs_hidden_states();
     session.decoder = std::make_unique<SpeculativeDecoder>(*session.target, session.draft.get(), context);

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -18,7 +19,8 @@ namespace klspec {
 struct RunOptions {
     std::string target_path;
     std::string draft_path;  // empty: target-only
-    ModelOptions model;
+    ModelOptions model;  // the target's; the draft's too, but for its RPC servers
+    std::vector<std::string> draft_rpc_servers;  // --rpc-draft; empty: the draft runs locally
     ContextOptions context;
     GenerationOptions generation;
     JudgeOptions judge;

@@ -1,5 +1,12 @@
 #include "engine/model.h"
 
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -11,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "ggml-backend.h"
 #include "llama.h"
 
 namespace klspec {
@@ -51,6 +59,81 @@ void require_gguf_file(const std::string& path) {
     }
 }
 
+struct RpcEndpoint {
+    std::string host;
+    std::string port;
+};
+
+// "HOST:PORT" as ggml's RPC client reads it (host up to the first colon, so no IPv6 literals).
+RpcEndpoint parse_rpc_endpoint(const std::string& endpoint) {
+    const size_t colon = endpoint.find(':');
+    const std::string port = colon == std::string::npos ? "" : endpoint.substr(colon + 1);
+    const bool port_ok = !port.empty() && port.size() <= 5 &&
+                         std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+                         std::stoi(port) >= 1 && std::stoi(port) <= 65535;
+    if (colon == 0 || !port_ok) {
+        throw Error(fmt::format("malformed RPC server address '{}' (expected HOST:PORT, e.g. 127.0.0.1:50052)", endpoint));
+    }
+    return {endpoint.substr(0, colon), port};
+}
+
+// ggml's RPC client aborts the whole process when it cannot connect, so first open (and close) a plain
+// TCP connection, 3 s at most, and turn a failure into an error that names the server.
+void require_reachable(const std::string& endpoint) {
+    const RpcEndpoint parsed = parse_rpc_endpoint(endpoint);
+    const auto unreachable = [&](const std::string& reason) {
+        return Error(fmt::format("cannot reach RPC server {}: {} (is ggml-rpc-server running there?)", endpoint, reason));
+    };
+    addrinfo hints{};
+    hints.ai_family = AF_INET;  // as ggml's client (gethostbyname)
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    if (const int rc = getaddrinfo(parsed.host.c_str(), parsed.port.c_str(), &hints, &found); rc != 0) {
+        throw unreachable(gai_strerror(rc));
+    }
+    const std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> owned(found, freeaddrinfo);
+    const int fd = socket(found->ai_family, found->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, found->ai_protocol);
+    if (fd < 0) throw unreachable(std::strerror(errno));
+    int error = connect(fd, found->ai_addr, found->ai_addrlen) == 0 ? 0 : errno;
+    if (error == EINPROGRESS) {
+        pollfd writable{fd, POLLOUT, 0};
+        const int ready = poll(&writable, 1, /*timeout_ms=*/3000);
+        socklen_t size = sizeof error;
+        if (ready == 0) error = ETIMEDOUT;
+        else if (ready < 0) error = errno;
+        else getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size);
+    }
+    close(fd);
+    if (error != 0) throw unreachable(std::strerror(error));
+}
+
+// The devices of the ggml-rpc-servers at `endpoints`, null-terminated as llama_model_params.devices
+// wants. Found through the backend registry, as llama.cpp's --rpc does, so klspec links no RPC symbol.
+// They are given to this model only: registering them globally would offload the other model too.
+std::vector<ggml_backend_dev_t> rpc_devices(const std::vector<std::string>& endpoints) {
+    ggml_backend_reg_t rpc = ggml_backend_reg_by_name("RPC");
+    if (rpc == nullptr) throw Error("--rpc needs llama.cpp built with GGML_RPC=ON (scripts/build-llama.sh does)");
+    using AddServer = ggml_backend_reg_t (*)(const char* endpoint);
+    const auto add_server =
+        reinterpret_cast<AddServer>(ggml_backend_reg_get_proc_address(rpc, "ggml_backend_rpc_add_server"));
+    if (add_server == nullptr) throw Error("llama.cpp's RPC backend has no ggml_backend_rpc_add_server");
+    for (auto it = endpoints.begin(); it != endpoints.end(); ++it) {  // every address checked before any connection
+        parse_rpc_endpoint(*it);
+        if (std::find(endpoints.begin(), it, *it) != it) throw Error(fmt::format("RPC server {} is given twice", *it));
+    }
+    std::vector<ggml_backend_dev_t> devices;
+    for (const std::string& endpoint : endpoints) {
+        require_reachable(endpoint);
+        ggml_backend_reg_t server = add_server(endpoint.c_str());
+        if (server == nullptr || ggml_backend_reg_dev_count(server) == 0) {
+            throw Error(fmt::format("RPC server {} offers no devices", endpoint));
+        }
+        for (size_t d = 0; d < ggml_backend_reg_dev_count(server); ++d) devices.push_back(ggml_backend_reg_dev_get(server, d));
+    }
+    devices.push_back(nullptr);
+    return devices;
+}
+
 }  // namespace
 
 void set_llama_verbose(bool verbose) {
@@ -62,7 +145,13 @@ Model::Model(const std::string& path, const ModelOptions& options) : path_(path)
     require_gguf_file(path);
     init_backend_once();
     llama_model_params params = llama_model_default_params();
-    params.n_gpu_layers = options.gpu_layers;
+    std::vector<ggml_backend_dev_t> devices;
+    if (!options.rpc_servers.empty()) {
+        devices = rpc_devices(options.rpc_servers);
+        params.devices = devices.data();
+    }
+    constexpr int32_t kAllLayers = -1;  // llama.cpp: a negative count offloads every layer
+    params.n_gpu_layers = options.gpu_layers.value_or(options.rpc_servers.empty() ? 0 : kAllLayers);
     g_llama_error.clear();
     model_ = llama_model_load_from_file(path.c_str(), params);
     if (model_ == nullptr) {

@@ -15,12 +15,18 @@ struct llama_vocab;
 namespace klspec {
 
 struct ModelOptions {
-    int32_t gpu_layers = 0;  // layers offloaded to a GPU backend, when one is built in
+    // ggml-rpc-server endpoints ("HOST:PORT"): the model's offloaded layers go to their devices, split by
+    // their free memory, instead of to a local GPU.
+    std::vector<std::string> rpc_servers;
+    // Layers offloaded to the model's devices. Unset: every layer when rpc_servers are given (llama.cpp's
+    // `--rpc` with `-ngl 99`), none otherwise.
+    std::optional<int32_t> gpu_layers;
 };
 
 class Model {
 public:
-    // Throws klspec::Error with a one-line reason for a missing, non-GGUF or unloadable file.
+    // Throws klspec::Error with a one-line reason for a missing, non-GGUF or unloadable file, a malformed
+    // RPC server address or one that does not accept connections.
     Model(const std::string& path, const ModelOptions& options = {});
     ~Model();
     Model(const Model&) = delete;
