@@ -52,6 +52,12 @@ JudgeOptions point_options(const std::string& rule, const std::string& value, co
     options.threshold.reset();
     options.topk.reset();
     options.max_tv.reset();
+    // The shared settings go only to the rules that take them (vanilla refuses a head file).
+    for (const JudgeRule& known : judge_rules()) {
+        if (known.name != rule) continue;
+        if (known.head == Knob::Refused) options.head_path.clear();
+        if (known.window == Knob::Refused) options.window.reset();
+    }
     const std::string spec = value.empty() ? rule : rule + ":" + value;
     if (rule == "topk") {
         options.topk = parse_count(value, spec);

@@ -47,6 +47,13 @@ TEST(SweepPoints, SharedJudgeSettingsComeFromTheBase) {
     JudgeOptions base;
     base.confidence_mask = 0.7;
     EXPECT_DOUBLE_EQ(parse_sweep_points({"kl:1"}, base)[1].judge.confidence_mask, 0.7);
+    // A head file and a FLy window go only to the rules that take them.
+    base.head_path = "head.json";
+    base.window = 3;
+    const std::vector<SweepPoint> points = parse_sweep_points({"kl:1", "fly:0.5"}, base);
+    EXPECT_TRUE(points[0].judge.head_path.empty());  // vanilla
+    EXPECT_FALSE(points[1].judge.window.has_value());
+    EXPECT_EQ(points[2].judge.window, 3);
 }
 
 TEST(SweepPoints, BadPointsAreOneLineErrors) {
