@@ -22,6 +22,7 @@ void add_sweep_run_options(CLI::App& app, SweepRunOptions& options, const std::s
 DecodingSession open_sweep_session(const SweepRunOptions& options, const std::vector<SweepPoint>& points,
                                    std::vector<Problem>& problems, PromptFormat& format) {
     RunOptions run = options.run;
+    run.judge = points.front().judge;  // vanilla: each point sets its own judge per decode
     run.context.n_sequences = options.parallel;
     for (const SweepPoint& point : points) run.context.hidden_states |= make_judge(point.judge)->needs_hidden_states();
     DecodingSession session = open_session(run);
