@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/model.h"
 #include "test_support.h"
 
 namespace klspec {
@@ -189,6 +190,42 @@ TEST(SweepCommand, EveryDatasetRunsEndToEnd) {
         EXPECT_EQ(summary["points"][1]["examples"], 2) << name;
     }
     if (names.size() == 2) GTEST_SKIP() << "../shared/datasets is absent: only the testbed files ran";
+}
+
+}  // namespace
+}  // namespace klspec
+
+
+
+namespace klspec {
+namespace {
+
+// autojudge points with a head whose score is always 1/2 (zero weights and bias): τ = 0.4 never relaxes
+// (vanilla's counters), τ = 0.6 relaxes every mismatch (every draft token kept). The head file reaches
+// the autojudge points only, not vanilla or kl.
+TEST(SweepCommand, AutoJudgePointsGetTheHeadFile) {
+    const size_t n = size_t(Model(test::kDraftQ4).n_embd() + Model(test::kTargetModel).n_embd());
+    const nlohmann::json head = {{"draft_hidden_size", Model(test::kDraftQ4).n_embd()},
+                                 {"target_hidden_size", Model(test::kTargetModel).n_embd()},
+                                 {"mean", std::vector<double>(n, 0.0)}, {"scale", std::vector<double>(n, 1.0)},
+                                 {"weights", std::vector<double>(n, 0.0)}, {"bias", 0.0}, {"threshold", 0.5}};
+    const std::string head_path = test::temp_path("half-head.json");
+    std::ofstream(head_path) << head.dump();
+    const std::string out = test::temp_path("sweep-autojudge");
+    const test::CommandResult r = test::run_command(
+        test::kCli + " sweep -m " + test::kTargetModel + " -md " + test::kDraftQ4 + " --dataset " + kDataset +
+        " --limit 3 -n 24 --draft-max 4 -t 1 --judge-head " + head_path +
+        " --rules kl:0.5 autojudge:0.4,0.6 --no-plots --json --out " + out);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const nlohmann::json points = nlohmann::json::parse(r.output.substr(r.output.rfind("\n{") + 1))["points"];
+    ASSERT_EQ(points.size(), 4u);
+    const nlohmann::json &vanilla = points[0], &never = points[2], &always = points[3];
+    EXPECT_EQ(never["point"], "autojudge:0.4");
+    EXPECT_EQ(never["relaxed"], 0);
+    EXPECT_EQ(never["emitted"], vanilla["emitted"]);
+    EXPECT_EQ(never["target_calls"], vanilla["target_calls"]);
+    EXPECT_GT(always["relaxed"].get<int>(), 0);
+    EXPECT_DOUBLE_EQ(always["acceptance"].get<double>(), 1.0);
 }
 
 }  // namespace
