@@ -110,3 +110,36 @@ TEST(ScoreCommand, BadInputGivesOneLineErrors) {
 
 }  // namespace
 }  // namespace klspec
+
+namespace klspec {
+namespace {
+
+// Every GSM8K gold answer (test and train; thousands commas and negatives included), written the way the
+// prompts ask ("The answer is N."), scores correct by its line-number id.
+TEST(ScoreCommand, Gsm8kGoldAnswersScoreCorrectOnBothSplits) {
+    for (const std::string split : {"test", "train"}) {
+        const std::string file = kDatasets + "/gsm8k/" + split + ".jsonl";
+        if (!std::filesystem::exists(file)) GTEST_SKIP() << test::kNoSharedDatasets;
+        const std::string predictions = test::temp_path("gsm8k-gold-" + split + ".jsonl");
+        size_t rows = 0;
+        {
+            std::ifstream in(file);
+            std::ofstream out(predictions);
+            for (std::string line; std::getline(in, line); ++rows) {
+                const std::string answer = nlohmann::json::parse(line).at("answer").get<std::string>();
+                const std::string gold = answer.substr(answer.rfind("#### ") + 5);
+                out << nlohmann::json{{"id", rows}, {"output", "So it is " + gold + ". The answer is " + gold + "."}}.dump()
+                    << "\n";
+            }
+        }
+        const test::CommandResult r = test::run_command(test::kCli + " score --json --dataset gsm8k --split " + split +
+                                                        " --data-dir " + kDatasets + " --predictions " + predictions);
+        ASSERT_EQ(r.exit_code, 0) << r.output;
+        const nlohmann::json summary = nlohmann::json::parse(r.output);
+        EXPECT_EQ(summary.at("scored").get<size_t>(), rows) << split;
+        EXPECT_EQ(summary.at("correct").get<size_t>(), rows) << split;
+    }
+}
+
+}  // namespace
+}  // namespace klspec
