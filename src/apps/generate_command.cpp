@@ -62,8 +62,6 @@ void run_generate(const GenerateOptions& options) {
             std::cerr << ansi_colour(provenance) << server::to_string(provenance) << kAnsiReset << " ";
         std::cerr << "(accepted draft, kept only by the judge, the target's token)\n";
     }
-    // The loop of SpeculativeDecoder::generate, kept here: colouring reads the sequence's step verdicts.
-    Sequence sequence = session.decoder->start(0, prompt, session.generation);
     server::ProvenanceSpans spans;
     StepCallback print_text;
     if (!options.json) {
@@ -73,7 +71,7 @@ void run_generate(const GenerateOptions& options) {
                 std::fwrite(step.text.data(), 1, step.text.size(), stdout);
             } else {
                 const std::vector<server::TokenOrigin> origins =
-                    server::step_origins(step.tokens.size(), sequence.step_verdicts());
+                    server::step_origins(step.tokens.size(), step.verdicts);
                 for (size_t i = 0; i < step.tokens.size(); ++i)
                     spans.add_token(session.decoder->target().piece(step.tokens[i]), origins[i]);
                 for (const server::TextSpan& span : spans.take(step.text))
@@ -83,9 +81,7 @@ void run_generate(const GenerateOptions& options) {
             return false;
         };
     }
-    Sequence* const batch[] = {&sequence};
-    while (!sequence.finished()) session.decoder->step(batch, print_text);
-    const GenerationResult result = sequence.take_result();
+    const GenerationResult result = session.decoder->generate(prompt, session.generation, print_text);
 
     if (options.json) {
         nlohmann::json out = {{"text", result.text},

@@ -353,7 +353,7 @@ void SpeculativeDecoder::judge_emit_roll_back(Sequence& seq, const StepCallback&
     if (seq.finished_) {
         finish(seq, on_step, step_tokens);
     } else {
-        if (on_step && on_step(StepResult{seq.id_, step_tokens, seq.stream_.take_stable(), false})) {
+        if (on_step && on_step(StepResult{seq.id_, step_tokens, seq.stream_.take_stable(), false, seq.acceptance_.verdicts()})) {
             result.stop_reason = StopReason::Cancelled;
             finish(seq, {});
         }
@@ -385,7 +385,9 @@ void SpeculativeDecoder::finish(Sequence& seq, const StepCallback& on_step, std:
     seq.stream_.finish();
     // The text the callback gets is taken before result.text is filled, so both hold all of it.
     const std::string_view rest = seq.stream_.take_stable();
-    if (on_step) on_step(StepResult{seq.id_, step_tokens, rest, true});
+    const std::span<const PositionVerdict> verdicts =
+        step_tokens.empty() ? std::span<const PositionVerdict>() : seq.acceptance_.verdicts();
+    if (on_step) on_step(StepResult{seq.id_, step_tokens, rest, true, verdicts});
     seq.result_.text = seq.stream_.text();
     // A finished sequence frees its cells, which other sequences' attention would otherwise scan.
     target_ctx_.truncate(seq.id_, 0);

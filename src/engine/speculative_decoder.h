@@ -57,6 +57,9 @@ struct StepResult {
     std::span<const int32_t> tokens;  // emitted by this step (accepted drafts + the target's token)
     std::string_view text;            // text that became final in this step (never text a stop string removes)
     bool is_last = false;             // the sequence finished with this step
+    // The step's judged draft positions (accepted, relaxed, then the rejected one if any): token i came
+    // from the draft when verdict i is accepted or relaxed, else from the target.
+    std::span<const PositionVerdict> verdicts;
 };
 // Return true to stop the sequence after this step (stop_reason Cancelled).
 using StepCallback = std::function<bool(const StepResult&)>;
@@ -73,9 +76,6 @@ public:
     const GenerationResult& result() const { return result_; }
     GenerationResult take_result() { return std::move(result_); }
     const GenerationOptions& options() const { return options_; }
-    // The verdicts of the last step's judged draft positions (accepted, relaxed, then the rejected one if
-    // any): emitted token i came from the draft when verdict i is accepted or relaxed, else from the target.
-    std::span<const PositionVerdict> step_verdicts() const { return acceptance_.verdicts(); }
 
 private:
     friend class SpeculativeDecoder;

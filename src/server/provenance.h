@@ -23,7 +23,7 @@ struct TokenOrigin {
     std::optional<double> judge_statistic;  // relaxed tokens: the number the judge compared with its knob
 };
 
-// The origins of a step's `n_tokens` emitted tokens from its verdicts (Sequence::step_verdicts()):
+// The origins of a step's `n_tokens` emitted tokens from its verdicts (StepResult::verdicts):
 // token i came from the draft when verdict i is accepted or relaxed, else from the target.
 std::vector<TokenOrigin> step_origins(size_t n_tokens, std::span<const PositionVerdict> verdicts);
 

@@ -151,7 +151,7 @@ void Scheduler::start_queued() {
 
 bool Scheduler::step_callback(const StepResult& step) {
     Slot& slot = slots_[static_cast<size_t>(step.sequence_id)];
-    const std::vector<TokenOrigin> origins = step_origins(step.tokens.size(), slot.sequence->step_verdicts());
+    const std::vector<TokenOrigin> origins = step_origins(step.tokens.size(), step.verdicts);
     for (size_t i = 0; i < step.tokens.size(); ++i) slot.spans.add_token(decoder_.target().piece(step.tokens[i]), origins[i]);
     slot.request->append(step.text, origins, slot.spans.take(step.text));
     return slot.request->cancelled();
