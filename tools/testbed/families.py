@@ -387,15 +387,17 @@ UNITS = [("minutes", "hours", "an hour", 60), ("seconds", "minutes", "a minute",
 # The mandatory option scan (since 2026-11-23 18:50): every option up to the one holding the value, each
 # compared with it. tb-small-v2 computed the value but picked its letter at chance (choice 8-16 %), since
 # finding "46" among near misses ("146", "64") and reading the letter before it is one hard lookup; the
-# scan turns it into copies of consecutive option lines and one local comparison each.
+# scan turns it into copies of consecutive option lines and one local comparison each. Since 22:00 every
+# item writes the value right after the option, before the verdict: tb-small-v3 (yes/no after the option
+# alone) learned where scans end instead of comparing, answering "no" at the match and "yes" further on.
 # (intro, rejected option, matching option, separator, end); {L} letter, {o} option value, {c} the value
-SCAN = [("Check the options: ", "{L}) {o} no", "{L}) {o} yes", ", ", "."),
-        ("", "{L}) {o} is not {c}", "{L}) {o} is {c}", ". ", "."),
-        ("Options: ", "{L}) {o} no", "{L}) {o} yes", "; ", "."),
-        ("", "{L} is {o}, no", "{L} is {o}, yes", ". ", "."),
-        ("Compare with {c}: ", "{L}) {o} no", "{L}) {o} yes", ", ", "."),
-        ("Looking for {c}: ", "{L}) {o} not it", "{L}) {o} found", ", ", "."),
-        ("We scan: ", "{L} {o} no", "{L} {o} yes", ", ", ".")]
+SCAN = [("Check the options: ", "{L}) {o} vs {c}: no", "{L}) {o} vs {c}: yes", ", ", "."),
+        ("", "{L}) {o}/{c} differ", "{L}) {o}/{c} match", ". ", "."),
+        ("Options: ", "{L}) {o} against {c}: no", "{L}) {o} against {c}: yes", "; ", "."),
+        ("", "{L}) {o} with {c}: no", "{L}) {o} with {c}: yes", ", ", "."),
+        ("Compare with {c}: ", "{L}) {o} vs {c} no", "{L}) {o} vs {c} yes", ", ", "."),
+        ("Looking for {c}: ", "{L}) {o}, {c}: not it", "{L}) {o}, {c}: found", ", ", "."),
+        ("We scan: ", "{L} {o} {c} no", "{L} {o} {c} yes", ", ", ".")]
 MATCH = ["That is option ({L}).", "This matches ({L}).", "{c} is option {L}.", "Option ({L}) is {c}.",
          "So it is ({L}).", "{c} is listed as ({L})."]
 CLOSE_CHOICE = ["The answer is ({L}).", "The answer is {L}.", "So the answer is ({L}).",
