@@ -20,6 +20,8 @@ printed side by side; its answers are checked for completeness only (a different
 
   bench/serve_load.py --llama-server ~/.cache/klspec/llama.cpp-*/install/bin/llama-server
 
+With --engine (`klspec bench` with the server's models and options), the engine's own throughput on the same
+prompts, without HTTP, at -np 1 and -np C: what the server's figures should be near.
 Standard library only. Token counts are the server's own (usage in the final chunk)."""
 import argparse
 import concurrent.futures
@@ -31,6 +33,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.parse
@@ -49,7 +52,8 @@ PROMPTS = [  # the stories260K openings of tests/engine/test_support.cpp, and GS
 
 
 def one_request(url, body):
-    """Streams one completion; returns (seconds, seconds to the first chunk, completion tokens, text)."""
+    """Streams one completion; returns (seconds, seconds to the first chunk, completion tokens, text, drafted
+    tokens as llama-server's timings report them, or None)."""
     parts = urllib.parse.urlsplit(url)
     connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=300)
     start = time.perf_counter()
@@ -57,7 +61,7 @@ def one_request(url, body):
     response = connection.getresponse()
     if response.status != 200:
         raise RuntimeError(f"HTTP {response.status}: {response.read().decode(errors='replace')}")
-    first_chunk, tokens, done, finish_reason, text = None, 0, False, None, ""
+    first_chunk, tokens, done, finish_reason, text, drafted = None, 0, False, None, "", None
     for raw in response:
         line = raw.decode().strip()
         if not line.startswith("data: "):
@@ -73,18 +77,22 @@ def one_request(url, body):
         finish_reason = chunk["choices"][0]["finish_reason"] or finish_reason
         if "usage" in chunk:
             tokens = chunk["usage"]["completion_tokens"]
+        if "draft_n" in chunk.get("timings", {}):
+            drafted = chunk["timings"]["draft_n"]
     connection.close()
     if not done or finish_reason is None:
         raise RuntimeError("the stream ended without a finish reason and [DONE]")
-    return time.perf_counter() - start, first_chunk, tokens, text
+    return time.perf_counter() - start, first_chunk, tokens, text, drafted
 
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# llama-server's flags in llama.cpp de3ff815: -md the draft, --spec-draft-n-max its gamma (the old --draft-max
+# llama-server's flags in llama.cpp de3ff815: -md loads the draft but only --spec-type draft-simple makes it
+# speculate (without it the server decodes target-only, as the first comparison here did by mistake; the run
+# now fails when llama-server reports no drafted tokens), --spec-draft-n-max its gamma (the old --draft-max
 # is removed), -td the draft's threads, -np the slots (-c is split among them: 256 each, the pair's trained
 # context). Greedy requests (temperature 0) make its speculation lossless like klspec's vanilla judge.
 LLAMA_SERVER_ARGS = (f"-m {REPO}/models/reasoning-target.gguf -md {REPO}/models/reasoning-draft.gguf "
-                     "--spec-draft-n-max 16 -np 8 -c 2048 -t 1 -td 1 --no-webui")
+                     "--spec-type draft-simple --spec-draft-n-max 16 -np 8 -c 2048 -t 1 -td 1 --no-webui")
 
 
 class LlamaServer:
@@ -98,11 +106,15 @@ class LlamaServer:
         self.command = [binary] + shlex.split(args) + ["--host", "127.0.0.1", "--port", str(self.port)]
 
     def __enter__(self):
-        self.process = subprocess.Popen(self.command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        # Its log goes to a file: an undrained pipe fills within a minute of speculative requests (each logs
+        # its timings) and then blocks the server mid-stream.
+        self.log = tempfile.TemporaryFile("w+")
+        self.process = subprocess.Popen(self.command, stdout=subprocess.DEVNULL, stderr=self.log, text=True)
         deadline = time.time() + 120
         while time.time() < deadline:
             if self.process.poll() is not None:
-                sys.exit(f"serve_load: llama-server exited: {self.process.stderr.read().strip().splitlines()[-3:]}")
+                self.log.seek(0)
+                sys.exit(f"serve_load: llama-server exited: {self.log.read().strip().splitlines()[-3:]}")
             try:
                 with urllib.request.urlopen(self.url + "/health", timeout=2) as health:
                     if health.status == 200:
@@ -120,6 +132,7 @@ class LlamaServer:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        self.log.close()
 
 
 def percentile(values, q):
@@ -162,13 +175,13 @@ class Load:
     def send(self, i):
         body = self.body(i)
         try:
-            seconds, first_chunk, tokens, text = one_request(self.url, body)
+            seconds, first_chunk, tokens, text, drafted = one_request(self.url, body)
         except (OSError, RuntimeError, ValueError) as error:
             self.failures.append(f"{body['prompt']!r}: {error}")
             return
         if self.expected is not None and text != self.expected[body["prompt"]]:
             self.failures.append(f"{body['prompt']!r}: got {text!r}, the CLI printed {self.expected[body['prompt']]!r}")
-        self.results.append((seconds, first_chunk, tokens))
+        self.results.append((seconds, first_chunk, tokens, drafted or 0))
 
     def client(self, first, step, deadline):
         """One client's requests one after another: i = first, first + step, ... until the deadline."""
@@ -195,6 +208,7 @@ class Load:
             "tokens_per_second": tokens / wall,
             "latency_p50": statistics.median(latencies), "latency_p99": percentile(latencies, 99),
             "first_chunk_p50": statistics.median(first_chunks), "first_chunk_p99": percentile(first_chunks, 99),
+            "drafted": sum(r[3] for r in self.results),
         }
 
 
@@ -204,13 +218,32 @@ def single_request_speed(args, expected_run):
     prompt = PROMPTS[0]
     server, cli = [], []
     for _ in range(5):
-        seconds, _, tokens, _ = one_request(args.url, Load(args, None).body(0))
+        seconds, _, tokens, _, _ = one_request(args.url, Load(args, None).body(0))
         server.append(tokens / seconds)
         stats = expected_run(prompt)["stats"]
         cli.append(stats["emitted"] / (stats["seconds"]["prompt"] + stats["seconds"]["decode"]))
     return {"prompt": prompt, "server_tokens_per_second": statistics.median(server),
             "cli_tokens_per_second": statistics.median(cli),
             "ratio": statistics.median(server) / statistics.median(cli)}
+
+
+def engine_speed(args):
+    """The engine's own figures on the same prompts, without HTTP: `klspec bench` (--engine) over every prompt
+    8 times at -np 1 and at -np C; throughput is all emitted tokens over the run's wall time."""
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl") as dataset:
+        for i in range(8):
+            for j, prompt in enumerate(PROMPTS):
+                dataset.write(json.dumps({"id": f"{i}-{j}", "question": prompt}) + "\n")
+        dataset.flush()
+        figures = {}
+        for parallel in sorted({1, args.concurrency}):
+            command = shlex.split(args.engine) + ["--dataset", dataset.name, "-n", str(args.max_tokens),
+                                                  "-np", str(parallel), "--json"]
+            done = subprocess.run(command, capture_output=True, text=True)
+            if done.returncode != 0:
+                sys.exit(f"serve_load: {shlex.join(command)} failed: {done.stderr.strip().splitlines()[-1:]}")
+            figures[f"np{parallel}_tokens_per_second"] = json.loads(done.stdout)["throughput_tokens_per_second"]
+    return figures
 
 
 def print_load(title, summary):
@@ -237,6 +270,9 @@ def main():
                         help="llama.cpp's llama-server binary: run the same workload against it too, side by side")
     parser.add_argument("--llama-server-args", default=LLAMA_SERVER_ARGS,
                         help="its models and flags (default: %(default)s)")
+    parser.add_argument("--engine", default=None,
+                        help="`klspec bench` with the server's models and options, e.g. \"build/klspec bench -t 1\": "
+                             "the engine's own tokens/s on the same prompts at -np 1 and -np C, for comparison")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
     if args.duration is not None and not args.cli:
@@ -258,7 +294,15 @@ def main():
             reference = Load(args, None, server.url)
             summary["llama_server"] = reference.run(args.concurrency, args.duration)
             summary["llama_server"]["command"] = shlex.join(server.command)
+            if args.duration is not None:
+                alone = Load(args, None, server.url)
+                summary["llama_server_one_client"] = alone.run(1, args.duration)
+                reference.failures += alone.failures
         failures += [f"llama-server: {failure}" for failure in reference.failures]
+        if "-md" in shlex.split(args.llama_server_args) and summary["llama_server"]["drafted"] == 0:
+            failures.append("llama-server drafted no tokens: it decoded target-only (is --spec-type draft-simple set?)")
+    if args.engine:
+        summary["engine"] = engine_speed(args)
     summary["checked_against_cli"] = bool(args.cli)
     summary["failures"] = failures[:10]
 
@@ -274,6 +318,11 @@ def main():
                   f"{single['cli_tokens_per_second']:.1f} tokens/s ({single['ratio']:.2f}x)")
         if args.llama_server:
             print_load("llama-server", summary["llama_server"])
+            if args.duration is not None:
+                print_load("llama-server, one client", summary["llama_server_one_client"])
+        if args.engine:
+            print("engine (klspec bench, same prompts): " + ", ".join(
+                f"{key.split('_')[0]} {value:.1f} tokens/s" for key, value in summary["engine"].items()))
         checked = "every answer complete and equal to the CLI's" if args.cli else "every answer complete"
         print(f"{len(failures)} failed" + (": " + "; ".join(failures[:3]) if failures else f" ({checked})"))
     return 1 if failures else 0
