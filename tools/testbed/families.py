@@ -390,13 +390,16 @@ UNITS = [("minutes", "hours", "an hour", 60), ("seconds", "minutes", "a minute",
 # scan turns it into copies of consecutive option lines and one local comparison each. Since 22:00 every
 # item writes the value right after the option, before the verdict: tb-small-v3 (yes/no after the option
 # alone) learned where scans end instead of comparing, answering "no" at the match and "yes" further on.
+# Since 22:20 the scan covers all ten options: when it stopped at the match, "yes" was always the last item,
+# so P(yes | the scan reached letter k) = 1/(11 - k) rose to 1 at J, and tb-small-v4 learned that prior (a
+# teacher-forced probe ranked "yes" first at only 31 % of matches); a full scan leaves 1/10 at every letter.
 # (intro, rejected option, matching option, separator, end); {L} letter, {o} option value, {c} the value
 SCAN = [("Check the options: ", "{L}) {o} vs {c}: no", "{L}) {o} vs {c}: yes", ", ", "."),
         ("", "{L}) {o}/{c} differ", "{L}) {o}/{c} match", ". ", "."),
-        ("Options: ", "{L}) {o} against {c}: no", "{L}) {o} against {c}: yes", "; ", "."),
+        ("Options: ", "{L}) {o} to {c} no", "{L}) {o} to {c} yes", "; ", "."),
         ("", "{L}) {o} with {c}: no", "{L}) {o} with {c}: yes", ", ", "."),
         ("Compare with {c}: ", "{L}) {o} vs {c} no", "{L}) {o} vs {c} yes", ", ", "."),
-        ("Looking for {c}: ", "{L}) {o}, {c}: not it", "{L}) {o}, {c}: found", ", ", "."),
+        ("Looking for {c}: ", "{L}) {o}, {c}: no", "{L}) {o}, {c}: found", ", ", "."),
         ("We scan: ", "{L} {o} {c} no", "{L} {o} {c} yes", ", ", ".")]
 MATCH = ["That is option ({L}).", "This matches ({L}).", "{c} is option {L}.", "Option ({L}) is {c}.",
          "So it is ({L}).", "{c} is listed as ({L})."]
@@ -487,9 +490,8 @@ def make_choice(rng):
             out.append(style.pick(fact))
         out.append(render_step(style, x, op, y, v))
         intro, rejected, matching, sep, end = style.pick(SCAN)
-        k = options.index(v)
-        scan = [rejected.format(L=LETTERS[i], o=options[i], c=v) for i in range(k)]
-        out.append(intro.format(c=v) + sep.join(scan + [matching.format(L=L, o=v, c=v)]) + end)
+        scan = [(matching if o == v else rejected).format(L=LETTERS[i], o=o, c=v) for i, o in enumerate(options)]
+        out.append(intro.format(c=v) + sep.join(scan) + end)
         if style.chance(0.5):
             out.append(style.pick(MATCH).format(L=L, c=v))
         out.append(style.pick(CLOSE_CHOICE).format(L=L, c=v))
