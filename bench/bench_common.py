@@ -20,8 +20,8 @@ STORY_PROMPTS = [
 ]
 
 
-def run(cmd):
-    done = subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
+def run(cmd, env=None):
+    done = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env)
     if done.returncode != 0:
         sys.exit(f"bench: command failed ({done.returncode}): {' '.join(map(str, cmd))}\n{done.stderr[-2000:]}")
     return done
