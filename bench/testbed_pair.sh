@@ -30,12 +30,10 @@ python3 bench/engine_throughput.py --dataset data/testbed_word_test.jsonl --limi
   --config "vanilla γ 16:-md $OUT/tb-draft.gguf --draft-max 16" | tee $OUT/speed.md
 for run in word:8:$LIMIT word:16:$LIMIT choice:8:60 trace:8:60; do
   IFS=: read fam g n <<< "$run"
-  {
-    echo "$(date +%T) sweep $fam γ $g"
-    LD_LIBRARY_PATH=$ON $KL sweep -m $OUT/tb-target.gguf -md $OUT/tb-draft.gguf --dataset data/testbed_${fam}_test.jsonl \
-      --limit $n -n 384 --draft-max $g -t 2 --no-plots \
-      --rules kl:0.1,0.3,1 topk:2,4 target-entropy:1,2 draft-entropy:0.5,1 --out $OUT/sweep-$fam-g$g > $OUT/sweep-$fam-g$g.txt 2>&1
-    tail -20 $OUT/sweep-$fam-g$g/table.md
-  }
+  echo "$(date +%T) sweep $fam γ $g"
+  LD_LIBRARY_PATH=$ON $KL sweep -m $OUT/tb-target.gguf -md $OUT/tb-draft.gguf --dataset data/testbed_${fam}_test.jsonl \
+    --limit $n -n 384 --draft-max $g -t 2 --no-plots \
+    --rules kl:0.1,0.3,1 topk:2,4 target-entropy:1,2 draft-entropy:0.5,1 --out $OUT/sweep-$fam-g$g > $OUT/sweep-$fam-g$g.txt 2>&1
+  tail -20 $OUT/sweep-$fam-g$g/table.md
 done
 echo "$(date +%T) done"

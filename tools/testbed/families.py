@@ -384,15 +384,12 @@ LETTERS = "ABCDEFGHIJ"
 UNITS = [("minutes", "hours", "an hour", 60), ("seconds", "minutes", "a minute", 60),
          ("days", "weeks", "a week", 7), ("months", "years", "a year", 12), ("eggs", "dozen", "a dozen", 12),
          ("hours", "days", "a day", 24), ("legs", "spiders", "a spider", 8)]
-# The mandatory option scan (since 2026-11-23 18:50): every option up to the one holding the value, each
-# compared with it. tb-small-v2 computed the value but picked its letter at chance (choice 8-16 %), since
-# finding "46" among near misses ("146", "64") and reading the letter before it is one hard lookup; the
-# scan turns it into copies of consecutive option lines and one local comparison each. Since 22:00 every
-# item writes the value right after the option, before the verdict: tb-small-v3 (yes/no after the option
-# alone) learned where scans end instead of comparing, answering "no" at the match and "yes" further on.
-# Since 22:20 the scan covers all ten options: when it stopped at the match, "yes" was always the last item,
-# so P(yes | the scan reached letter k) = 1/(11 - k) rose to 1 at J, and tb-small-v4 learned that prior (a
-# teacher-forced probe ranked "yes" first at only 31 % of matches); a full scan leaves 1/10 at every letter.
+# The mandatory option scan: all ten options in order, each written beside the value before its verdict.
+# Why each part (tools/testbed/README.md has the runs): without a scan the letter was picked at chance, since
+# finding "46" among near misses ("146", "64") is one hard lookup; with the verdict right after the option
+# alone, the value sat far back; a scan that stopped at the match made "yes" always its last item, so
+# P(yes | scan reached letter k) = 1/(11 - k) and models learned that prior instead of comparing; a full
+# scan leaves 1/10 at every letter.
 # (intro, rejected option, matching option, separator, end); {L} letter, {o} option value, {c} the value
 SCAN = [("Check the options: ", "{L}) {o} vs {c}: no", "{L}) {o} vs {c}: yes", ", ", "."),
         ("", "{L}) {o}/{c} differ", "{L}) {o}/{c} match", ". ", "."),
