@@ -39,7 +39,7 @@ class TestbedTasks:
     name = "testbed"
     max_new = 320  # the longest word-problem solutions are ~315 tokens (decomposed steps, testbed v2)
 
-    def __init__(self, mix="word=2,choice=1,trace=1"):
+    def __init__(self, mix="word=2,choice=1,trace=1", style_lean=0.0):
         sys.path.insert(0, TESTBED)
         import families
         import scorers
@@ -50,9 +50,11 @@ class TestbedTasks:
                 raise ValueError(f"--mix: unknown family {k!r} (families: {families.FAMILIES})")
         self.families = tuple(f for f in families.FAMILIES if weights.get(f, 0) > 0)
         self.weights = [weights[f] for f in self.families]
+        self.style_lean = style_lean  # training answers only: validation keeps the uniform gold
 
     def train_stream(self, seed):
-        for row in self.fam.problems("train", seed=seed, families=self.families, weights=self.weights):
+        for row in self.fam.problems("train", seed=seed, families=self.families, weights=self.weights,
+                                         lean=self.style_lean):
             yield row["question"], row["answer"]
 
     def validation(self, n):
@@ -63,9 +65,9 @@ class TestbedTasks:
         return self.scorers.is_correct(row["scorer"], text, row["final"])
 
 
-def get(name, mix=None):
+def get(name, mix=None, style_lean=0.0):
     if name == "reasoning":
         return ReasoningTasks()
     if name == "testbed":
-        return TestbedTasks(mix) if mix else TestbedTasks()
+        return TestbedTasks(mix, style_lean) if mix else TestbedTasks(style_lean=style_lean)
     raise ValueError(f"unknown task source {name!r}")

@@ -115,6 +115,9 @@ def main():
     ap.add_argument("--tasks", choices=["reasoning", "testbed"], default="reasoning",
                     help="problem source: v1 arithmetic (taskgen.py) or the testbed v2 families")
     ap.add_argument("--mix", default=None, help="testbed family weights per problem, e.g. word=2,choice=1,trace=1")
+    ap.add_argument("--style-lean", type=float, default=0.0, metavar="P",
+                    help="testbed: training answers use each phrasing table's last form with probability P, "
+                         "else uniform (a draft's house style; see families.Style). Default 0")
     ap.add_argument("--init", default=None, metavar="CKPT",
                     help="start a new run from this checkpoint's weights and config (e.g. a grown model); "
                          "ignored when the run already has a checkpoint; --preset is then not used")
@@ -142,7 +145,9 @@ def main():
     if args.curve_dir is None:
         args.curve_dir = os.path.join(REPO, "models") if args.tasks == "reasoning" else \
             os.path.join(REPO, "tools", "testbed", "curves")
-    source = tasks.get(args.tasks, args.mix)
+    if not 0.0 <= args.style_lean <= 1.0:
+        ap.error("--style-lean must be in [0, 1]")
+    source = tasks.get(args.tasks, args.mix, args.style_lean)
 
     torch.set_num_threads(args.threads)
     torch.set_num_interop_threads(1)

@@ -30,14 +30,19 @@ MAX_VALUE = 999  # every number in a problem or a solution has at most 3 digits
 
 class Style:
     """Chooses among equivalent surface forms: at random, or (force=i) always option i mod len, so a
-    test can render every phrasing of every step."""
+    test can render every phrasing of every step. lean > 0 is a house style: with that probability a
+    table's last phrasing outright, else uniform. A draft trained with it prefers other phrasings than
+    a target trained uniformly, as real pairs trained on different corpora do; lean 0 draws nothing extra,
+    so the uniform streams stay as they were."""
 
-    def __init__(self, rng, force=None):
-        self.rng, self.force = rng, force
+    def __init__(self, rng, force=None, lean=0.0):
+        self.rng, self.force, self.lean = rng, force, lean
 
     def pick(self, options):
         if self.force is not None:
             return options[self.force % len(options)]
+        if self.lean and self.rng.random() < self.lean:
+            return options[-1]
         return self.rng.choice(options)
 
     def chance(self, p):
@@ -693,11 +698,11 @@ def split_of(family, question):
 SPLIT_SEED = {"train": 1, "validation": 2, "test": 3}
 
 
-def make(family, rng, force=None):
+def make(family, rng, force=None, lean=0.0):
     """One problem row of `family` from rng: question, answer (a gold solution in a random style, or
-    in forced style `force`), final, family, scorer."""
+    in forced style `force`, or leaning to each table's last phrasing, see Style), final, family, scorer."""
     q, render, final = MAKERS[family](rng)
-    style = Style(random.Random(rng.random()), force)
+    style = Style(random.Random(rng.random()), force, lean)
     return {"question": q, "answer": render(style), "final": final, "family": family, "scorer": SCORER[family]}
 
 
@@ -707,14 +712,15 @@ def make_with_renderer(family, rng):
     return {"question": q, "final": final, "family": family, "scorer": SCORER[family]}, render
 
 
-def problems(split, seed=0, families=FAMILIES, weights=None):
+def problems(split, seed=0, families=FAMILIES, weights=None, lean=0.0):
     """Endless deterministic stream of problem rows of `split`: each draw picks a family (weights,
-    default uniform) and keeps the problem only if its question hashes into `split`."""
+    default uniform) and keeps the problem only if its question hashes into `split`; answers in the
+    house style `lean` (Style)."""
     rng = random.Random(f"testbed:{split}:{SPLIT_SEED[split]}:{seed}")
     families = list(families)
     while True:
         fam = rng.choices(families, weights=weights)[0] if len(families) > 1 else families[0]
-        row = make(fam, rng)
+        row = make(fam, rng, lean=lean)
         if split_of(fam, row["question"]) == split:
             yield row
 

@@ -160,6 +160,35 @@ class Phrasings(unittest.TestCase):
         self.assertEqual(len(orders), 2)
 
 
+class HouseStyle(unittest.TestCase):
+    """Style(lean=P), the draft's house style (train.py --style-lean)."""
+
+    def test_lean_zero_is_the_uniform_stream(self):
+        a = families.problems("train", seed=9)
+        b = families.problems("train", seed=9, lean=0.0)
+        self.assertEqual([next(a) for _ in range(40)], [next(b) for _ in range(40)])
+
+    def test_lean_prefers_the_last_phrasing(self):
+        table = families.STEP_PHRASES["+"]
+        for lean, lo, hi in ((0.0, 0.10, 0.19), (0.3, 0.33, 0.46), (1.0, 1.0, 1.0)):
+            style = Style(random.Random(1), lean=lean)
+            share = sum(style.pick(table) == table[-1] for _ in range(2000)) / 2000
+            expected = lean + (1 - lean) / len(table)
+            self.assertTrue(lo <= share <= hi, f"lean {lean}: last phrasing {share:.3f}, expected {expected:.3f}")
+
+    def test_house_style_keeps_problems_and_scores(self):
+        for fam in FAMILIES:
+            uniform = families.problems("train", seed=4, families=[fam])
+            leaning = families.problems("train", seed=4, families=[fam], lean=0.5)
+            differ = 0
+            for _ in range(N // 3):
+                u, r = next(uniform), next(leaning)
+                self.assertEqual(u["question"], r["question"])
+                self.assertTrue(scorers.is_correct(r["scorer"], r["answer"], r["final"]), r["answer"])
+                differ += u["answer"] != r["answer"]
+            self.assertGreater(differ, N // 6, fam)
+
+
 EXPR = r"\d+(?: [-+x*/] \d+)*"
 CHAIN = re.compile(r"(?<![\w\[\]])(?<![-+*/x] )" + EXPR + r"(?: = " + EXPR + r")+")
 
