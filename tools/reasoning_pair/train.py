@@ -116,8 +116,9 @@ def main():
                     help="problem source: v1 arithmetic (taskgen.py) or the testbed v2 families")
     ap.add_argument("--mix", default=None, help="testbed family weights per problem, e.g. word=2,choice=1,trace=1")
     ap.add_argument("--style-lean", type=float, default=0.0, metavar="P",
-                    help="testbed: training answers use each phrasing table's last form with probability P, "
-                         "else uniform (a draft's house style; see families.Style). Default 0")
+                    help="testbed: training answers use each phrasing table's last form, or write an optional "
+                         "part, with probability P, else the uniform draw (a draft's house style; see "
+                         "families.Style). Default 0")
     ap.add_argument("--init", default=None, metavar="CKPT",
                     help="start a new run from this checkpoint's weights and config (e.g. a grown model); "
                          "ignored when the run already has a checkpoint; --preset is then not used")

@@ -31,9 +31,10 @@ MAX_VALUE = 999  # every number in a problem or a solution has at most 3 digits
 class Style:
     """Chooses among equivalent surface forms: at random, or (force=i) always option i mod len, so a
     test can render every phrasing of every step. lean > 0 is a house style: with that probability a
-    table's last phrasing outright, else uniform. A draft trained with it prefers other phrasings than
-    a target trained uniformly, as real pairs trained on different corpora do; lean 0 draws nothing extra,
-    so the uniform streams stay as they were."""
+    table's last phrasing, or an optional part written (a connective, unit, restatement, swapped operands),
+    outright; else the uniform draw. A draft trained with it prefers other phrasings than a target trained
+    uniformly, as real pairs trained on different corpora do; lean 0 draws nothing extra, so the uniform
+    streams stay as they were."""
 
     def __init__(self, rng, force=None, lean=0.0):
         self.rng, self.force, self.lean = rng, force, lean
@@ -46,6 +47,8 @@ class Style:
         return self.rng.choice(options)
 
     def chance(self, p):
+        if self.lean and self.rng.random() < self.lean:
+            return True
         return self.rng.random() < p
 
     def shuffled(self, xs):

@@ -176,6 +176,12 @@ class HouseStyle(unittest.TestCase):
             expected = lean + (1 - lean) / len(table)
             self.assertTrue(lo <= share <= hi, f"lean {lean}: last phrasing {share:.3f}, expected {expected:.3f}")
 
+    def test_lean_writes_optional_parts(self):
+        for lean, lo, hi in ((0.0, 0.07, 0.13), (0.4, 0.42, 0.52)):
+            style = Style(random.Random(2), lean=lean)
+            share = sum(style.chance(0.1) for _ in range(2000)) / 2000
+            self.assertTrue(lo <= share <= hi, f"lean {lean}: optional part written {share:.3f}")
+
     def test_house_style_keeps_problems_and_scores(self):
         for fam in FAMILIES:
             uniform = families.problems("train", seed=4, families=[fam])
