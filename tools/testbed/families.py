@@ -392,20 +392,32 @@ LETTERS = "ABCDEFGHIJ"
 UNITS = [("minutes", "hours", "an hour", 60), ("seconds", "minutes", "a minute", 60),
          ("days", "weeks", "a week", 7), ("months", "years", "a year", 12), ("eggs", "dozen", "a dozen", 12),
          ("hours", "days", "a day", 24), ("legs", "spiders", "a spider", 8)]
-# The mandatory option scan: all ten options in order, each written beside the value before its verdict.
-# Why each part (tools/testbed/README.md has the runs): without a scan the letter was picked at chance, since
-# finding "46" among near misses ("146", "64") is one hard lookup; with the verdict right after the option
-# alone, the value sat far back; a scan that stopped at the match made "yes" always its last item, so
-# P(yes | scan reached letter k) = 1/(11 - k) and models learned that prior instead of comparing; a full
-# scan leaves 1/10 at every letter.
-# (intro, rejected option, matching option, separator, end); {L} letter, {o} option value, {c} the value
-SCAN = [("Check the options: ", "{L}) {o} vs {c}: no", "{L}) {o} vs {c}: yes", ", ", "."),
-        ("", "{L}) {o}/{c} differ", "{L}) {o}/{c} match", ". ", "."),
-        ("Options: ", "{L}) {o} to {c} no", "{L}) {o} to {c} yes", "; ", "."),
-        ("", "{L}) {o} with {c}: no", "{L}) {o} with {c}: yes", ", ", "."),
-        ("Compare with {c}: ", "{L}) {o} vs {c} no", "{L}) {o} vs {c} yes", ", ", "."),
-        ("Looking for {c}: ", "{L}) {o}, {c}: no", "{L}) {o}, {c}: found", ", ", "."),
-        ("We scan: ", "{L} {o} {c} no", "{L} {o} {c} yes", ", ", ".")]
+# The mandatory option scan: all ten options in order, each written beside the value, then the highest
+# digit place where they differ, or a match word. Why each part (tools/testbed/README.md has the runs):
+# without a scan the letter was picked at chance, since finding "46" among near misses ("146", "64") is
+# one hard lookup; with the verdict right after the option alone, the value sat far back; a scan that
+# stopped at the match made "yes" always its last item, so models learned P(yes | letter) instead of
+# comparing; a bare yes/no verdict was not learned either (a model that cannot compare says "no" ten
+# times and is 90 % right): naming the differing place supervises the digit-by-digit comparison at every
+# option (a draft-sized model trained on choice alone: 20 % after 3 M tokens with yes/no, 63 % after 7 M
+# with places). (intro, item, differs with {p} the place, match word, separator, end); {L} letter,
+# {o} option value, {c} the value.
+SCAN = [("Check the options: ", "{L}) {o} vs {c}: ", "{p}", "same", ", ", "."),
+        ("", "{L}) {o}/{c} ", "{p} differ", "match", ". ", "."),
+        ("Options: ", "{L}) {o} to {c}, ", "{p} off", "equal", "; ", "."),
+        ("", "{L}) {o} with {c}: ", "{p}", "same", ", ", "."),
+        ("Compare with {c}: ", "{L}) {o} vs {c} ", "{p}", "yes", ", ", "."),
+        ("Looking for {c}: ", "{L}) {o}, {c}: ", "{p}", "found", ", ", "."),
+        ("We scan: ", "{L} {o} {c} ", "{p}", "same", ", ", ".")]
+PLACES = ["ones", "tens", "hundreds"]
+
+
+def differing_place(o, v):
+    """The highest digit place where o and v differ (numbers right-aligned), None when equal."""
+    a, b = str(o).rjust(3, "0"), str(v).rjust(3, "0")
+    return next((PLACES[2 - i] for i in range(3) if a[i] != b[i]), None)
+
+
 MATCH = ["That is option ({L}).", "This matches ({L}).", "{c} is option {L}.", "Option ({L}) is {c}.",
          "So it is ({L}).", "{c} is listed as ({L})."]
 CLOSE_CHOICE = ["The answer is ({L}).", "The answer is {L}.", "So the answer is ({L}).",
@@ -494,8 +506,9 @@ def make_choice(rng):
         if fact and style.chance(0.7):
             out.append(style.pick(fact))
         out.append(render_step(style, x, op, y, v))
-        intro, rejected, matching, sep, end = style.pick(SCAN)
-        scan = [(matching if o == v else rejected).format(L=LETTERS[i], o=o, c=v) for i, o in enumerate(options)]
+        intro, item, differs, matching, sep, end = style.pick(SCAN)
+        scan = [item.format(L=LETTERS[i], o=o, c=v) + (differs.format(p=differing_place(o, v)) if o != v else matching)
+                for i, o in enumerate(options)]
         out.append(intro.format(c=v) + sep.join(scan) + end)
         if style.chance(0.5):
             out.append(style.pick(MATCH).format(L=L, c=v))

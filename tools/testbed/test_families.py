@@ -122,6 +122,27 @@ class GoldSolutions(unittest.TestCase):
                 self.assertEqual(len(set(values)), 10, r["question"])
 
 
+class OptionScan(unittest.TestCase):
+    def test_differing_place(self):
+        cases = {(46, 146): "hundreds", (45, 54): "tens", (9, 10): "tens", (271, 272): "ones", (7, 7): None,
+                 (999, 99): "hundreds", (310, 301): "tens"}
+        for (o, v), place in cases.items():
+            self.assertEqual(families.differing_place(o, v), place, (o, v))
+
+    def test_every_option_gets_its_verdict(self):
+        # in every scan phrasing: the value's option gets the match word, every other its differing place
+        rng = random.Random(5)
+        for _ in range(30):
+            row, render = families.make_with_renderer("choice", rng)
+            options = {line[0]: int(line[3:]) for line in row["question"].split("\n") if line[1:3] == ") "}
+            v = options[row["final"]]
+            for force, (_, item, differs, matching, _, _) in enumerate(families.SCAN):
+                answer = render(Style(random.Random(force), force))
+                for letter, o in options.items():
+                    verdict = matching if o == v else differs.format(p=families.differing_place(o, v))
+                    self.assertIn(item.format(L=letter, o=o, c=v) + verdict, answer)
+
+
 class Phrasings(unittest.TestCase):
     TABLES = ["START_PHRASES", "CLOSE_HAVE", "CLOSE_EACH", "RESTATE", "SCAN", "MATCH", "CLOSE_CHOICE", "SET_CONST",
               "SET_EXPR", "EVAL_EXPR", "COND_TRUE", "COND_FALSE", "LOOP_INTRO", "LOOP_STEP", "CLOSE_TRACE"]
