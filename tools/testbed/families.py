@@ -400,8 +400,9 @@ UNITS = [("minutes", "hours", "an hour", 60), ("seconds", "minutes", "a minute",
 # comparing; a bare yes/no verdict was not learned either (a model that cannot compare says "no" ten
 # times and is 90 % right): naming the differing place supervises the digit-by-digit comparison at every
 # option (a draft-sized model trained on choice alone from tb-draft-v4: 27 % of validation problems after
-# 7 M tokens with yes/no, 53 % after 6 M with these place verdicts). (intro, item, differs with {p} the place, match word, separator, end); {L} letter,
-# {o} option value, {c} the value.
+# 7 M tokens with yes/no, 53 % after 6 M with these place verdicts).
+# (intro, item, differs with {p} the place, match word, separator, end); {L} letter, {o} option value,
+# {c} the value.
 SCAN = [("Check the options: ", "{L}) {o} vs {c}: ", "{p}", "same", ", ", "."),
         ("", "{L}) {o}/{c} ", "{p} differ", "match", ". ", "."),
         ("Options: ", "{L}) {o} to {c}, ", "{p} off", "equal", "; ", "."),
