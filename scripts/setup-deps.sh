@@ -5,6 +5,7 @@ packages=(build-essential cmake git
           libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
           liblinear-dev gnuplot-nox libcpp-httplib-dev
           bubblewrap python3 zlib1g-dev  # the sandbox code benchmarks run in, and HumanEval's .gz
+          python3-torch  # the testbed's growth and GGUF export tests (tools/testbed)
           chromium)  # headless, renders `klspec serve`'s page in its test
 missing=()
 for p in "${packages[@]}"; do
