@@ -5,14 +5,14 @@
 # and 16), and judge sweeps (sgemm on) per family.
 # Usage: bench/testbed_pair.sh OUT K LIMIT   (K problems per family for pair_stats, LIMIT for the word sweeps;
 # SPEED_LIMIT, default 100, for the speed runs; 60 for the choice and trace sweeps)
-# Environment: SMALL, DRAFT (train.py checkpoints; default the committed tb-small-v6 / tb-draft-v6),
+# Environment: SMALL, DRAFT (train.py checkpoints; default the committed tb-small-v7w / tb-draft-v7),
 # KLSPEC (default build/klspec; copy it elsewhere if you rebuild meanwhile), KLSPEC_SGEMM_LIB (a ggml build
 # with -DGGML_LLAMAFILE=ON, default ~/.cache/klspec/ggml-llamafile-de3ff815ea7d/build/bin; see docs/performance.md).
 # Needs both cores idle: the 2-thread runs stall when another job holds a core.
 set -euo pipefail
 OUT=$(realpath -m "$1"); K=$2; LIMIT=$3
 cd "$(dirname "$0")/.."
-SMALL=${SMALL:-tools/testbed/checkpoints/tb-small-v6.pt}; DRAFT=${DRAFT:-tools/testbed/checkpoints/tb-draft-v6.pt}
+SMALL=${SMALL:-tools/testbed/checkpoints/tb-small-v7w.pt}; DRAFT=${DRAFT:-tools/testbed/checkpoints/tb-draft-v7.pt}
 mkdir -p $OUT
 I=$(bash scripts/build-llama.sh | tail -1)/install
 ON=${KLSPEC_SGEMM_LIB:-$HOME/.cache/klspec/ggml-llamafile-de3ff815ea7d/build/bin}:$I/lib
