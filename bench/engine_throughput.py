@@ -31,10 +31,10 @@ def main():
                         help="build/klspec on the ggml libraries in DIR (e.g. a GGML_LLAMAFILE=ON build) (repeatable)")
     parser.add_argument("--config", action="append", default=[], metavar="LABEL:FLAGS",
                         help="a configuration: label, colon, extra klspec bench flags (repeatable)")
-    parser.add_argument("--dataset", type=Path, default=ROOT / "data/reasoning_test.jsonl")
+    parser.add_argument("--dataset", type=Path, default=ROOT / "data/testbed_word_test.jsonl")
     parser.add_argument("--limit", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--common", default="-t 1 -n 120 --draft-max 8",
+    parser.add_argument("--common", default="-t 1 -n 320 --draft-max 8",
                         help="flags given to every run (default: %(default)s)")
     args = parser.parse_args()
     binaries = [(*b.split("=", 1), None) for b in args.binary]

@@ -89,10 +89,10 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # llama-server's flags in llama.cpp de3ff815: -md loads the draft but only --spec-type draft-simple makes it
 # speculate (without it the server decodes target-only, as the first comparison here did by mistake; the run
 # now fails when llama-server reports no drafted tokens), --spec-draft-n-max its gamma (the old --draft-max
-# is removed), -td the draft's threads, -np the slots (-c is split among them: 256 each, the pair's trained
-# context). Greedy requests (temperature 0) make its speculation lossless like klspec's vanilla judge.
-LLAMA_SERVER_ARGS = (f"-m {REPO}/models/reasoning-target.gguf -md {REPO}/models/reasoning-draft.gguf "
-                     "--spec-type draft-simple --spec-draft-n-max 16 -np 8 -c 2048 -t 1 -td 1 --no-webui")
+# is removed), -td the draft's threads, -np the slots (-c is split among them: 512 each, covering the pair's
+# trained context of 448). Greedy requests (temperature 0) make its speculation lossless like klspec's vanilla judge.
+LLAMA_SERVER_ARGS = (f"-m {REPO}/models/testbed-target.gguf -md {REPO}/models/testbed-draft.gguf "
+                     "--spec-type draft-simple --spec-draft-n-max 16 -np 8 -c 4096 -t 1 -td 1 --no-webui")
 
 
 class LlamaServer:

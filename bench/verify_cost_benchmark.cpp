@@ -4,7 +4,7 @@
 // interleaves a 1-token decode, as the speculative loop does, so every verify rebuilds the graph.
 //
 //   verify_cost_benchmark [--model GGUF] [Google Benchmark flags]
-// Default model: the project's default target (models/reasoning-target.gguf). One thread.
+// Default model: the project's default target (models/testbed-target.gguf). One thread.
 #include <benchmark/benchmark.h>
 
 #include <cstring>
@@ -17,7 +17,7 @@
 
 namespace {
 
-std::string g_model_path = KLSPEC_SOURCE_DIR "/models/reasoning-target.gguf";
+std::string g_model_path = KLSPEC_SOURCE_DIR "/models/testbed-target.gguf";
 constexpr int32_t kPrefix = 48;
 
 struct Setup {

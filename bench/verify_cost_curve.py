@@ -1,7 +1,7 @@
 """Verify-cost curve from llama-bench: the time of one llama_decode of a batch of b tokens (b = 1..17 by
 default), relative to a single-token decode, for each GGUF given. Writes a CSV and a markdown table.
 
-  /usr/bin/python3 bench/verify_cost_curve.py models/reasoning-target.gguf models/reasoning-draft.gguf \
+  /usr/bin/python3 bench/verify_cost_curve.py models/testbed-target.gguf models/testbed-draft.gguf \
       ../shared/models/stories260K/stories260K.gguf --csv OUT.csv --md OUT.md [--reps 5] [--threads 1] \
       [--batches 1-17] [--taskset 1] [--lib-path DIR[:DIR] --label sgemm-on]
 

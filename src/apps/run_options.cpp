@@ -48,7 +48,7 @@ void add_model_options(CLI::App& app, RunOptions& options) {
     // As in llama.cpp, a flag given twice takes its last value (wrappers can append overrides).
     app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     app.add_option("-m,--model", options.target_path,
-                   "Target model (GGUF). Default: the project's pair, models/reasoning-{target,draft}.gguf")
+                   "Target model (GGUF). Default: the project's pair, models/testbed-{target,draft}.gguf")
         ->check(CLI::ExistingFile);
     app.add_option("--model-draft,--spec-draft-model", options.draft_path,
                    "Draft model (GGUF, same vocabulary as the target); also -md. With -m but without -md: "
@@ -166,8 +166,8 @@ DecodingSession open_session(const RunOptions& options) {
     if (target_path.empty()) {
         const char* env_dir = std::getenv("KLSPEC_MODELS_DIR");
         const std::string dir = env_dir != nullptr ? env_dir : KLSPEC_DEFAULT_MODELS_DIR;
-        target_path = dir + "/reasoning-target.gguf";
-        if (draft_path.empty()) draft_path = dir + "/reasoning-draft.gguf";
+        target_path = dir + "/testbed-target.gguf";
+        if (draft_path.empty()) draft_path = dir + "/testbed-draft.gguf";
     }
     DecodingSession session;
     session.generation = options.generation;

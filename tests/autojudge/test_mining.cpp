@@ -36,14 +36,14 @@ std::vector<int32_t> target_only_greedy(SpeculativeDecoder& target_only, std::ve
 
 // Replays DESIGN.md's procedure step by step with a target-only decoder and checks every mined row.
 TEST(Mining, LabelsMatchAnIndependentTargetOnlyReplay) {
-    const Model target(test::kReasoningTarget);
-    const Model draft(test::kReasoningDraft);
+    const Model target(test::kDefaultTarget);
+    const Model draft(test::kDefaultDraft);
     SpeculativeDecoder decoder(target, &draft, mining_context());
     ContextOptions plain = mining_context();
     plain.hidden_states = false;
     SpeculativeDecoder target_only(target, nullptr, plain);
     SpeculativeDecoder draft_only(draft, nullptr, mining_context());
-    const std::vector<Problem> problems = read_problems(test::kReasoningTestSet, 3);
+    const std::vector<Problem> problems = read_problems(test::kWordTestSet, 2);
     MiningOptions options;
     options.max_tokens = 120;
     size_t important = 0, unimportant = 0;
@@ -71,10 +71,18 @@ TEST(Mining, LabelsMatchAnIndependentTargetOnlyReplay) {
             swapped.push_back(d);
             std::vector<int32_t> prefix = prompt;
             prefix.insert(prefix.end(), swapped.begin(), swapped.end());
-            // The feature is the draft's hidden state of the pass whose input token is d.
+            // The feature is the draft's hidden state of the pass whose input token is d. The pair is F16, and
+            // ggml rounds activations to F16 before each matmul, so a one-token pass and this batched one differ
+            // in the last F16 bits (measured: relative L2 error up to 5e-4). A neighbouring pass differs by ~1.
             const ForwardResult at_d = draft_only.forward(ModelRole::Target, prefix, true);
-            for (size_t j = 0; j < m.draft_hidden.size(); ++j)
-                ASSERT_NEAR(m.draft_hidden[j], at_d.hidden[(prefix.size() - 1) * size_t(at_d.n_embd) + j], 1e-3) << j;
+            ASSERT_EQ(m.draft_hidden.size(), size_t(at_d.n_embd));
+            const float* const expected = at_d.hidden.data() + (prefix.size() - 1) * size_t(at_d.n_embd);
+            double error = 0, norm = 0;
+            for (size_t j = 0; j < m.draft_hidden.size(); ++j) {
+                error += std::pow(double(m.draft_hidden[j]) - expected[j], 2);
+                norm += std::pow(double(expected[j]), 2);
+            }
+            ASSERT_LT(std::sqrt(error / norm), 5e-3) << problem.id << " @" << m.position;
             const std::vector<int32_t> rest = target_only_greedy(target_only, prefix, options.max_tokens - m.position - 1);
             swapped.insert(swapped.end(), rest.begin(), rest.end());
             const std::optional<std::string> answer_after = extract_answer(problem.scorer, target.text(swapped));
@@ -160,7 +168,7 @@ TEST(Mining, ResumesAfterAnInterruptToTheSameRows) {
 
 TEST(AutoJudgeCommands, BadInputGivesOneLineErrors) {
     for (const std::string& args : {std::string(" train-judge /nonexistent/dir --out /tmp/h.json"),
-                                    " mine -m " + test::kTargetModel + " --dataset " + test::kReasoningTestSet +
+                                    " mine -m " + test::kTargetModel + " --dataset " + test::kWordTestSet +
                                         " --out " + test::temp_path("m"),
                                     std::string(" analyze /nonexistent/dir")}) {
         const test::CommandResult r = test::run_command(test::kCli + args);

@@ -60,20 +60,21 @@ TEST(Cli, HelpExplainsFlags) {
 namespace klspec {
 namespace {
 
-TEST(Cli, GenerateWithoutModelUsesTheReasoningPair) {
-    const std::string prompt_file = test::temp_path("reasoning-prompt.txt");
-    std::ofstream(prompt_file) << "Q: Sam has 12 apples. He buys 7 more. How many apples does Sam have?\nA:";
+TEST(Cli, GenerateWithoutModelUsesTheDefaultPair) {
+    const std::string prompt_file = test::temp_path("word-prompt.txt");
+    std::ofstream(prompt_file) << "Q: Dan has 5 piles with 27 leaves in each and 73 more. How many leaves does Dan have "
+                                  "now?\nA:";
     const test::CommandResult r =
-        test::run_command(test::kCli + " generate -f " + prompt_file + " -n 60 -t 1 --json");
+        test::run_command(test::kCli + " generate -f " + prompt_file + " -n 200 -t 1 --json");
     ASSERT_EQ(r.exit_code, 0) << r.output;
     const nlohmann::json out = nlohmann::json::parse(r.output);
     EXPECT_GT(out.at("stats").at("drafted").get<int>(), 0) << "the default draft was not used";
-    EXPECT_NE(out.at("text").get<std::string>().find("The answer is 19."), std::string::npos) << out.at("text");
+    EXPECT_NE(out.at("text").get<std::string>().find("The answer is 208"), std::string::npos) << out.at("text");
 }
 
 TEST(Cli, BenchScoresADataset) {
-    const test::CommandResult r = test::run_command(test::kCli + " bench --dataset " + test::kReasoningTestSet +
-                                                    " --limit 5 -n 120 -t 1 --json");
+    const test::CommandResult r = test::run_command(test::kCli + " bench --dataset " + test::kWordTestSet +
+                                                    " --limit 5 -n 320 -t 1 --json");
     ASSERT_EQ(r.exit_code, 0) << r.output;
     const nlohmann::json out = nlohmann::json::parse(r.output);
     EXPECT_EQ(out.at("problems"), 5);
@@ -87,7 +88,7 @@ TEST(Cli, BenchParallelGivesTheSameOutputs) {
     for (const int parallel : {1, 4}) {
         const std::string outputs = test::temp_path("bench-np" + std::to_string(parallel) + ".jsonl");
         const test::CommandResult r =
-            test::run_command(test::kCli + " bench --dataset " + test::kReasoningTestSet + " --limit 10 -n 120 -t 1 -np " +
+            test::run_command(test::kCli + " bench --dataset " + test::kWordTestSet + " --limit 8 -n 320 -t 1 -np " +
                               std::to_string(parallel) + " --json --outputs " + outputs);
         ASSERT_EQ(r.exit_code, 0) << r.output;
         EXPECT_EQ(nlohmann::json::parse(r.output).at("parallel"), parallel);
@@ -95,7 +96,7 @@ TEST(Cli, BenchParallelGivesTheSameOutputs) {
         for (std::string line; std::getline(in, line);)
             texts[parallel == 4].push_back(nlohmann::json::parse(line).at("text").get<std::string>());
     }
-    ASSERT_EQ(texts[0].size(), 10u);
+    ASSERT_EQ(texts[0].size(), 8u);
     EXPECT_EQ(texts[0], texts[1]);
 }
 

@@ -1,4 +1,5 @@
-// Paths and prompts shared by the model-based tests (stories260K and drafts quantized from it).
+// Paths and prompts shared by the model-based tests (stories260K and drafts quantized from it, and the
+// project's default pair).
 #pragma once
 
 #include <string>
@@ -10,9 +11,14 @@ inline const std::string kTargetModel = KLSPEC_STORIES_GGUF;
 inline const std::string kDraftQ8 = std::string(KLSPEC_MODEL_DIR) + "/stories260K-q8_0.gguf";
 inline const std::string kDraftQ4 = std::string(KLSPEC_MODEL_DIR) + "/stories260K-q4_0.gguf";
 inline const std::string kCli = KLSPEC_CLI;
-inline const std::string kReasoningTarget = std::string(KLSPEC_SOURCE_DIR) + "/models/reasoning-target.gguf";
-inline const std::string kReasoningDraft = std::string(KLSPEC_SOURCE_DIR) + "/models/reasoning-draft.gguf";
-inline const std::string kReasoningTestSet = std::string(KLSPEC_SOURCE_DIR) + "/data/reasoning_test.jsonl";
+// The project's default pair and its test problems (tools/testbed).
+inline const std::string kDefaultTarget = std::string(KLSPEC_SOURCE_DIR) + "/models/testbed-target.gguf";
+inline const std::string kDefaultDraft = std::string(KLSPEC_SOURCE_DIR) + "/models/testbed-draft.gguf";
+// data/testbed_<family>_test.jsonl for family word, choice or trace.
+inline std::string testbed_test_set(const std::string& family) {
+    return std::string(KLSPEC_SOURCE_DIR) + "/data/testbed_" + family + "_test.jsonl";
+}
+inline const std::string kWordTestSet = testbed_test_set("word");
 
 // The first `count` of 25 story openings.
 std::vector<std::string> story_prompts(size_t count);
