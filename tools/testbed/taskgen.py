@@ -1,7 +1,7 @@
 """Command line of the testbed v2 task generator (families.py) and scorers (scorers.py).
 
   taskgen.py sample [--family F] [-n N] [--split S] [--seed K]   print problems (question + gold answer)
-  taskgen.py write-test [--n 300] [--out-dir data]               data/testbed_<family>_test.jsonl
+  taskgen.py write-test [--n 300] [--out-dir data] [--split S]   data/testbed_<family>_<S>.jsonl (S: test)
   taskgen.py score PRED.jsonl [--field output]                   accuracy per family of rows with
                                                                  family/scorer/final/<field>
 
@@ -33,6 +33,8 @@ def main(argv=None):
     w = sub.add_parser("write-test")
     w.add_argument("--n", type=int, default=300, help="problems per family")
     w.add_argument("--out-dir", default=os.path.join(REPO, "data"))
+    w.add_argument("--split", default="test", choices=sorted(families.SPLIT_SEED),
+                   help="validation: problems to calibrate thresholds on without touching the test split")
     sc = sub.add_parser("score")
     sc.add_argument("preds")
     sc.add_argument("--field", default="output")
@@ -45,9 +47,9 @@ def main(argv=None):
             print(row["question"] + " " + row["answer"] + "\n")
     elif args.cmd == "write-test":
         for fam in families.FAMILIES:
-            path = os.path.join(args.out_dir, f"testbed_{fam}_test.jsonl")
+            path = os.path.join(args.out_dir, f"testbed_{fam}_{args.split}.jsonl")
             with open(path, "w") as f:
-                for row in families.take("test", args.n, families=[fam]):
+                for row in families.take(args.split, args.n, families=[fam]):
                     f.write(json.dumps(row) + "\n")
             print(f"wrote {path}: {args.n} problems")
     elif args.cmd == "score":
