@@ -541,6 +541,11 @@ LOOP_STEP = ["i = {i}: {v} = {x} {op} {y} = {w}{c}.", "With i = {i}, {v} = {x} {
 CLOSE_TRACE = ["Output: {out}", "It prints {out}.\nOutput: {out}", "The program prints {out}.\nOutput: {out}",
                "So it prints {out}.\nOutput: {out}", "So the output is {out}.\nOutput: {out}",
                "The result is {out}.\nOutput: {out}"]
+# Looking a variable's value up before using it (a mandatory step: a small model binds names poorly)
+LOOKUP = ["{u} is {x}.", "{u} = {x}.", "Here {u} is {x}.", "We have {u} = {x}.", "{u} holds {x}.", "Recall {u} = {x}."]
+# Comparing two numbers digit by place, tens first (a mandatory step before an if's verdict or a min/max pick)
+COMPARE = ["{a} vs {b}: {places}.", "Compare {a} and {b}: {places}.", "{a} and {b}: {places}.",
+           "Checking {a} against {b}: {places}.", "For {a} and {b}: {places}.", "{a} against {b}: {places}."]
 CODE_OP = {"+": "+", "-": "-", "x": "*"}
 CMP = {">": lambda a, b: a > b, "<": lambda a, b: a < b, ">=": lambda a, b: a >= b, "<=": lambda a, b: a <= b}
 
@@ -555,6 +560,27 @@ def _binop(rng, x, small_only=False):
         if 0 <= c <= MAX_VALUE:
             return op, y, c
     return "+", 1, x + 1
+
+
+def compare_places(a, b):
+    """The place-by-place comparison of a and b (< 100), tens first, stopping at the first place that
+    differs: 41, 40 -> "tens 4 = 4, ones 1 > 0"."""
+    parts = []
+    for place, da, db in (("tens", a // 10, b // 10), ("ones", a % 10, b % 10)):
+        rel = ">" if da > db else "<" if da < db else "="
+        parts.append(f"{place} {da} {rel} {db}")
+        if rel != "=":
+            break
+    return ", ".join(parts)
+
+
+def compare_step(style, a, b):
+    return style.pick(COMPARE).format(a=a, b=b, places=compare_places(a, b))
+
+
+def lookup_step(style, env, names):
+    """The values of the variables an expression reads, looked up before it is evaluated."""
+    return " ".join(style.pick(LOOKUP).format(u=u, x=env[u]) for u in names)
 
 
 def make_trace(rng):
@@ -577,11 +603,12 @@ def make_trace(rng):
                 c = apply(op, env[u], y)
                 if c < 0 or c > MAX_VALUE:
                     op, c = "+", env[u] + y
-                e = f"{u} {CODE_OP[op]} {w}"
+                e, reads = f"{u} {CODE_OP[op]} {w}", [u, w]
             else:
-                e = f"{u} {CODE_OP[op]} {y}"
+                e, reads = f"{u} {CODE_OP[op]} {y}", [u]
             code.append(f"{v} = {e}")
-            steps.append(lambda st, v=v, x=env[u], op=op, y=y, c=c, e=e:
+            steps.append(lambda st, v=v, x=env[u], op=op, y=y, c=c, e=e, env=dict(env), reads=reads:
+                         lookup_step(st, env, reads) + " " +
                          st.pick(SET_EXPR).format(v=v, x=x, op=CODE_OP[op], y=y, c=c, e=e, w=work(x, op, y)))
             env[v] = c
         last = names[:len(env)][-1]
@@ -594,7 +621,8 @@ def make_trace(rng):
             out = apply(op, env[u], env[w])
             e = f"{u} {CODE_OP[op]} {w}"
             code.append(f"print({e})")
-            steps.append(lambda st, x=env[u], op=op, y=env[w], c=out, e=e:
+            steps.append(lambda st, x=env[u], op=op, y=env[w], c=out, e=e, env=dict(env), reads=[u, w]:
+                         lookup_step(st, env, reads) + " " +
                          st.pick(EVAL_EXPR).format(x=x, op=CODE_OP[op], y=y, c=c, e=e, w=work(x, op, y)))
     elif kind == "branch":
         v = names[0]
@@ -610,7 +638,8 @@ def make_trace(rng):
             code += ["else:", f"  {v} = {v} {CODE_OP[op2]} {y2}"]
         code.append(f"print({v})")
         steps.append(lambda st: st.pick(SET_CONST).format(v=v, n=x))
-        steps.append(lambda st: st.pick(COND_TRUE if taken else COND_FALSE).format(x=x, cmp=cmp, k=k))
+        steps.append(lambda st: compare_step(st, x, k) + " " +
+                     st.pick(COND_TRUE if taken else COND_FALSE).format(x=x, cmp=cmp, k=k))
         if taken:
             out = c1
             steps.append(lambda st: st.pick(SET_EXPR).format(v=v, x=x, op=CODE_OP[op1], y=y1, c=c1,
@@ -680,6 +709,14 @@ def make_trace(rng):
             code.append(f"print({what}({v}))")
             out = max(xs) if what == "max" else min(xs)
             word = "largest" if what == "max" else "smallest"
+            best = xs[0]
+            for x in xs[1:]:  # the scan keeps the best so far, comparing it with each next item by place
+                better = x > best if what == "max" else x < best
+                steps.append(lambda st, x=x, best=best, new=x if better else best:
+                             compare_step(st, x, best) + " " + st.pick(
+                                 [f"So far {new}.", f"Keep {new}.", f"Now {new}.", f"The {word} so far is {new}.",
+                                  f"{new} stays ahead." if new == best else f"{new} takes over.", f"Best: {new}."]))
+                best = x if better else best
             steps.append(lambda st: st.pick([f"The {word} is {out}.", f"{what}({v}) = {out}.",
                                              f"The {word} number is {out}.", f"{what} gives {out}.",
                                              f"Of these, {out} is the {word}.", f"{what}({v}) is {out}."]))

@@ -143,6 +143,40 @@ class OptionScan(unittest.TestCase):
                     self.assertIn(item.format(L=letter, o=o, c=v) + verdict, answer)
 
 
+class TraceSteps(unittest.TestCase):
+    """The mandatory steps of program traces: place comparisons before an if's verdict or a min/max pick,
+    and each variable's value looked up before an expression reads it."""
+
+    def test_compare_places(self):
+        cases = {(41, 40): "tens 4 = 4, ones 1 > 0", (9, 2): "tens 0 = 0, ones 9 > 2",
+                 (51, 51): "tens 5 = 5, ones 1 = 1", (42, 35): "tens 4 > 3", (7, 30): "tens 0 < 3"}
+        for (a, b), places in cases.items():
+            self.assertEqual(families.compare_places(a, b), places, (a, b))
+
+    def test_every_comparison_and_lookup_is_right(self):
+        compare = re.compile(r"(\d+)(?: vs | and | against )(\d+): ((?:tens|ones) \d [<>=] \d(?:, ones \d [<>=] \d)?)")
+        lookup = re.compile(r"(?:^|\. )(?:Here |We have |Recall )?([a-z]) (?:is|=|holds) (\d+)\.")
+        n_compare = n_lookup = 0
+        gen = families.problems("train", seed=17, families=["trace"])
+        for _ in range(4 * N):
+            r = next(gen)
+            code = r["question"].split("\n", 1)[1].rsplit("\nA:", 1)[0]
+            for m in compare.finditer(r["answer"]):
+                a, b = int(m.group(1)), int(m.group(2))
+                self.assertEqual(m.group(3), families.compare_places(a, b), r["answer"])
+                n_compare += 1
+            if any(w in code for w in ("if ", "for ", "def ", "[")):
+                continue
+            # straight-line programs assign each variable once: every lookup names its final value
+            env = {}
+            exec("\n".join(line for line in code.split("\n") if not line.startswith("print")), env)
+            for m in lookup.finditer(r["answer"]):
+                self.assertEqual(env[m.group(1)], int(m.group(2)), (m.group(0), r["answer"]))
+                n_lookup += 1
+        self.assertGreater(n_compare, 100)
+        self.assertGreater(n_lookup, 100)
+
+
 class Phrasings(unittest.TestCase):
     TABLES = ["START_PHRASES", "CLOSE_HAVE", "CLOSE_EACH", "RESTATE", "SCAN", "MATCH", "CLOSE_CHOICE", "SET_CONST",
               "SET_EXPR", "EVAL_EXPR", "COND_TRUE", "COND_FALSE", "LOOP_INTRO", "LOOP_STEP", "CLOSE_TRACE"]
