@@ -19,9 +19,9 @@ from gguf import GGUFReader, GGUFWriter
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from tok512 import TEST_DATA_DIR  # noqa: E402  (<repo>/tests/data)
+from tok512 import STORIES_DIR  # noqa: E402  (<repo>/../shared/models/stories260K)
 
-VOCAB_GGUF = os.environ.get("KLSPEC_VOCAB_GGUF", os.path.join(TEST_DATA_DIR, "stories260K.gguf"))
+VOCAB_GGUF = os.environ.get("KLSPEC_VOCAB_GGUF", os.path.join(STORIES_DIR, "stories260K.gguf"))
 
 
 def main():

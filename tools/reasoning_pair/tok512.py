@@ -9,11 +9,10 @@ import os
 import struct
 
 BOS_ID, EOS_ID = 1, 2
-# stories260K's vocabulary, committed under <repo>/tests/data (a byte-identical copy of the workplace's
-# shared/models/stories260K files), so the tools need nothing beside the repository.
-TEST_DATA_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                             "tests", "data")
-DEFAULT_PATH = os.environ.get("KLSPEC_TOK512", os.path.join(TEST_DATA_DIR, "tok512.bin"))
+# The workplace's shared/ folder sits beside the repository: <repo>/../shared/models/stories260K.
+_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+STORIES_DIR = os.path.join(os.path.dirname(_REPO), "shared", "models", "stories260K")
+DEFAULT_PATH = os.environ.get("KLSPEC_TOK512", os.path.join(STORIES_DIR, "tok512.bin"))
 
 
 class Tok512:

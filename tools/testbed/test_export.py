@@ -47,7 +47,7 @@ class Export(unittest.TestCase):
             raise unittest.SkipTest("no llama.cpp build found (scripts/build-llama.sh)")
         from tok512 import DEFAULT_PATH
         if not os.path.exists(DEFAULT_PATH):
-            raise unittest.SkipTest(f"tok512 vocabulary {DEFAULT_PATH} missing")
+            raise unittest.SkipTest("tok512 vocabulary (shared/models/stories260K) missing")
         cls.tmp = tempfile.TemporaryDirectory()
         lib = os.path.dirname(glob.glob(os.path.join(cls.prefix, "lib*", "libllama.so*"))[0])
         cls.dump = os.path.join(cls.tmp.name, "dump_logits")
