@@ -1,5 +1,6 @@
 """What the benchmark scripts share: where things are, the prompts, and running klspec."""
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,13 @@ STORY_PROMPTS = [
     "Sara wanted to bake a cake for her mom.",
     "Ben found a shiny stone",
 ]
+
+
+def free_port():
+    """A loopback TCP port free right now, for a server the script starts."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def run(cmd, env=None):

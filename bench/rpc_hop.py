@@ -12,7 +12,7 @@ import statistics
 import subprocess
 import time
 
-from bench_common import DEFAULT_DRAFT_Q4, DEFAULT_KLSPEC, DEFAULT_TARGET, ROOT, klspec_generate
+from bench_common import DEFAULT_DRAFT_Q4, DEFAULT_KLSPEC, DEFAULT_TARGET, ROOT, free_port, klspec_generate
 
 WORD_PROMPT = "Q: Dan has 5 piles with 27 leaves in each and 73 more. How many leaves does Dan have now?\nA:"
 CASES = [  # label, target, extra flags, prompt
@@ -22,12 +22,6 @@ CASES = [  # label, target, extra flags, prompt
     ("stories260K + Q4_0 draft (local)", DEFAULT_TARGET, ["-md", DEFAULT_DRAFT_Q4], "Once upon a time"),
     ("stories260K target only", DEFAULT_TARGET, [], "Once upon a time"),
 ]
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def start_server(binary):

@@ -29,7 +29,6 @@ import http.client
 import json
 import os
 import shlex
-import socket
 import statistics
 import subprocess
 import sys
@@ -38,6 +37,8 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+
+from bench_common import free_port
 
 PROMPTS = [  # the stories260K openings of tests/engine/test_support.cpp, and GSM8K-style questions
     "Once upon a time",
@@ -99,9 +100,7 @@ class LlamaServer:
     """llama.cpp's llama-server on a free loopback port, for as long as the `with` block runs."""
 
     def __init__(self, binary, args):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.command = [binary] + shlex.split(args) + ["--host", "127.0.0.1", "--port", str(self.port)]
 
