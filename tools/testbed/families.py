@@ -541,17 +541,11 @@ LOOP_STEP = ["i = {i}: {v} = {x} {op} {y} = {w}{c}.", "With i = {i}, {v} = {x} {
 CLOSE_TRACE = ["Output: {out}", "It prints {out}.\nOutput: {out}", "The program prints {out}.\nOutput: {out}",
                "So it prints {out}.\nOutput: {out}", "So the output is {out}.\nOutput: {out}",
                "The result is {out}.\nOutput: {out}"]
-# Comparing two numbers digit by place, tens first, ending in the relation itself (a mandatory step
-# before an if's verdict or a min/max pick: the verdict then only reads "25 < 26", never the places)
-COMPARE = ["{a} vs {b}: {places}, so {a} {rel} {b}.", "Compare {a} and {b}: {places}, so {a} {rel} {b}.",
-           "{a} and {b}: {places}, so {a} {rel} {b}.", "Checking {a} against {b}: {places}, so {a} {rel} {b}.",
-           "For {a} and {b}: {places}, so {a} {rel} {b}.", "{a} against {b}: {places}, so {a} {rel} {b}."]
-# Straight-line programs quote each line before running it and restate every variable after it: the
-# trace then always knows which line is next, and reads an expression's values from the restatement just
-# before it (looking a name up further back was what a small model got wrong)
-QUOTE = ["Run {code}.", "Next: {code}.", "Line {code}.", "Then {code}.", "Now run {code}.", "We run {code}."]
-STATE = ["State: {state}.", "Now {state}.", "So {state}.", "We have {state}.", "Values: {state}.",
-         "Memory: {state}."]
+# Looking a variable's value up before using it (a mandatory step: a small model binds names poorly)
+LOOKUP = ["{u} is {x}.", "{u} = {x}.", "Here {u} is {x}.", "We have {u} = {x}.", "{u} holds {x}.", "Recall {u} = {x}."]
+# Comparing two numbers digit by place, tens first (a mandatory step before an if's verdict or a min/max pick)
+COMPARE = ["{a} vs {b}: {places}.", "Compare {a} and {b}: {places}.", "{a} and {b}: {places}.",
+           "Checking {a} against {b}: {places}.", "For {a} and {b}: {places}.", "{a} against {b}: {places}."]
 CODE_OP = {"+": "+", "-": "-", "x": "*"}
 CMP = {">": lambda a, b: a > b, "<": lambda a, b: a < b, ">=": lambda a, b: a >= b, "<=": lambda a, b: a <= b}
 
@@ -581,13 +575,12 @@ def compare_places(a, b):
 
 
 def compare_step(style, a, b):
-    rel = ">" if a > b else "<" if a < b else "="
-    return style.pick(COMPARE).format(a=a, b=b, places=compare_places(a, b), rel=rel)
+    return style.pick(COMPARE).format(a=a, b=b, places=compare_places(a, b))
 
 
-def state_step(style, env):
-    """Every variable's current value, in assignment order."""
-    return style.pick(STATE).format(state=", ".join(f"{u} is {x}" for u, x in env.items()))
+def lookup_step(style, env, names):
+    """The values of the variables an expression reads, looked up before it is evaluated."""
+    return " ".join(style.pick(LOOKUP).format(u=u, x=env[u]) for u in names)
 
 
 def make_trace(rng):
@@ -599,8 +592,7 @@ def make_trace(rng):
         v0, n0 = names[0], rng.randint(2, 30)
         code.append(f"{v0} = {n0}")
         env[v0] = n0
-        steps.append(lambda st, v0=v0, n0=n0, env=dict(env): st.pick(SET_CONST).format(v=v0, n=n0) + " " +
-                     state_step(st, env))
+        steps.append(lambda st, v0=v0, n0=n0: st.pick(SET_CONST).format(v=v0, n=n0))
         for v in names[1:rng.randint(2, 3) + 1]:
             u = rng.choice(sorted(env))
             op, y, c = _binop(rng, env[u])
@@ -611,29 +603,26 @@ def make_trace(rng):
                 c = apply(op, env[u], y)
                 if c < 0 or c > MAX_VALUE:
                     op, c = "+", env[u] + y
-                e = f"{u} {CODE_OP[op]} {w}"
+                e, reads = f"{u} {CODE_OP[op]} {w}", [u, w]
             else:
-                e = f"{u} {CODE_OP[op]} {y}"
+                e, reads = f"{u} {CODE_OP[op]} {y}", [u]
             code.append(f"{v} = {e}")
-            env_before = dict(env)
+            steps.append(lambda st, v=v, x=env[u], op=op, y=y, c=c, e=e, env=dict(env), reads=reads:
+                         lookup_step(st, env, reads) + " " +
+                         st.pick(SET_EXPR).format(v=v, x=x, op=CODE_OP[op], y=y, c=c, e=e, w=work(x, op, y)))
             env[v] = c
-            steps.append(lambda st, v=v, x=env_before[u], op=op, y=y, c=c, e=e, after=dict(env), line=code[-1]:
-                         st.pick(QUOTE).format(code=line) + " " +
-                         st.pick(SET_EXPR).format(v=v, x=x, op=CODE_OP[op], y=y, c=c, e=e, w=work(x, op, y)) +
-                         " " + state_step(st, after))
         last = names[:len(env)][-1]
         if rng.random() < 0.5:
             code.append(f"print({last})")
             out = env[last]
-            steps.append(lambda st, line=code[-1]: st.pick(QUOTE).format(code=line))
         else:
             u, w = rng.sample(sorted(env), 2)
             op = rng.choice(["+", "-"]) if env[u] >= env[w] else "+"
             out = apply(op, env[u], env[w])
             e = f"{u} {CODE_OP[op]} {w}"
             code.append(f"print({e})")
-            steps.append(lambda st, x=env[u], op=op, y=env[w], c=out, e=e, line=code[-1]:
-                         st.pick(QUOTE).format(code=line) + " " +
+            steps.append(lambda st, x=env[u], op=op, y=env[w], c=out, e=e, env=dict(env), reads=[u, w]:
+                         lookup_step(st, env, reads) + " " +
                          st.pick(EVAL_EXPR).format(x=x, op=CODE_OP[op], y=y, c=c, e=e, w=work(x, op, y)))
     elif kind == "branch":
         v = names[0]
