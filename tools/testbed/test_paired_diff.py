@@ -21,6 +21,8 @@ class PairedChange(unittest.TestCase):
     def test_only_shared_problems_count(self):
         n, lost, gained, _, _ = paired_diff.paired_change({"a": True, "b": True}, {"b": False, "c": True})
         self.assertEqual((n, lost, gained), (1, 1, 0))
+        with self.assertRaises(ValueError):
+            paired_diff.paired_change({"a": True}, {"b": True})
 
 
 if __name__ == "__main__":
