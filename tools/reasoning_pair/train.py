@@ -139,6 +139,9 @@ def main():
     ap.add_argument("--eval-problems", type=int, default=200)
     ap.add_argument("--ckpt-minutes", type=float, default=5.0)
     ap.add_argument("--threads", type=int, default=1, help="keep 1: the other core builds C++")
+    ap.add_argument("--bf16", action="store_true",
+                    help="bfloat16 autocast for the training forward pass (weights, gradients and AdamW stay "
+                         "float32): 3.2x faster for the grown target on AVX512-BF16 CPUs, evals stay float32")
     ap.add_argument("--ckpt-root", default=os.path.expanduser("~/.cache/klspec/train"))
     ap.add_argument("--curve-dir", default=None,
                     help="where <run>.curve.csv goes (default: models/ for reasoning, tools/testbed/curves for testbed)")
@@ -244,8 +247,9 @@ def main():
             g["lr"] = lr
         idx, tgt, pos, mask, _ = make_batch(tok, source, args.seed, step, args.batch_size, args.seq_len,
                                             args.loss == "answer")
-        logits = model(idx, pos, mask)
-        loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), tgt.view(-1), ignore_index=IGNORE)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
+            logits = model(idx, pos, mask)
+        loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), tgt.view(-1), ignore_index=IGNORE)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
