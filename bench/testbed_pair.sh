@@ -5,7 +5,8 @@
 # and 16), and judge sweeps (sgemm on) per family.
 # Usage: bench/testbed_pair.sh OUT K LIMIT   (K problems per family for pair_stats, LIMIT for the word sweeps;
 # SPEED_LIMIT, default 100, for the speed runs; 60 for the choice and trace sweeps)
-# Environment: SMALL, DRAFT (train.py checkpoints; default the committed tb-small-v7w / tb-draft-v7),
+# Environment: SMALL, DRAFT (train.py checkpoints; default the committed tb-small-v7w / tb-draft-v7); TARGET, a
+# fine-tuned tb-target checkpoint, replaces SMALL and the growth step (pair_stats then runs on it),
 # KLSPEC (default build/klspec; copy it elsewhere if you rebuild meanwhile), KLSPEC_SGEMM_LIB (a ggml build
 # with -DGGML_LLAMAFILE=ON, default ~/.cache/klspec/ggml-llamafile-de3ff815ea7d/build/bin; see docs/performance.md).
 # Needs both cores idle: the 2-thread runs stall when another job holds a core.
@@ -13,6 +14,7 @@ set -euo pipefail
 OUT=$(realpath -m "$1"); K=$2; LIMIT=$3
 cd "$(dirname "$0")/.."
 SMALL=${SMALL:-tools/testbed/checkpoints/tb-small-v7w.pt}; DRAFT=${DRAFT:-tools/testbed/checkpoints/tb-draft-v7.pt}
+TARGET=${TARGET:-}
 mkdir -p $OUT
 I=$(bash scripts/build-llama.sh | tail -1)/install
 ON=${KLSPEC_SGEMM_LIB:-$HOME/.cache/klspec/ggml-llamafile-de3ff815ea7d/build/bin}:$I/lib
@@ -20,11 +22,17 @@ GP=$I/../src/gguf-py
 KL=${KLSPEC:-build/klspec}
 export OPENBLAS_NUM_THREADS=1
 echo "$(date +%T) export"
-/usr/bin/python3 tools/testbed/grow.py $SMALL $OUT/tb-grown.pt --to tb-target | tail -1
-PYTHONPATH=$GP /usr/bin/python3 tools/reasoning_pair/export_gguf.py $OUT/tb-grown.pt $OUT/tb-target.gguf --f16 | tail -1
+if [ -n "$TARGET" ]; then
+  TARGET_PT=$TARGET; STATS_PT=$TARGET
+else
+  /usr/bin/python3 tools/testbed/grow.py $SMALL $OUT/tb-grown.pt --to tb-target | tail -1
+  # the grown model computes the small one's function, so pair_stats runs on the (10x cheaper) small one
+  TARGET_PT=$OUT/tb-grown.pt; STATS_PT=$SMALL
+fi
+PYTHONPATH=$GP /usr/bin/python3 tools/reasoning_pair/export_gguf.py $TARGET_PT $OUT/tb-target.gguf --f16 | tail -1
 PYTHONPATH=$GP /usr/bin/python3 tools/reasoning_pair/export_gguf.py $DRAFT $OUT/tb-draft.gguf --f16 | tail -1
 echo "$(date +%T) pair_stats -k $K"
-/usr/bin/python3 tools/testbed/pair_stats.py $SMALL $DRAFT -k $K | tee $OUT/pair_stats.txt
+/usr/bin/python3 tools/testbed/pair_stats.py $STATS_PT $DRAFT -k $K | tee $OUT/pair_stats.txt
 SPEED_LIMIT=${SPEED_LIMIT:-100}
 echo "$(date +%T) speed (word, $SPEED_LIMIT problems, 2 threads, sgemm off/on)"
 python3 bench/engine_throughput.py --dataset data/testbed_word_test.jsonl --limit $SPEED_LIMIT --repeats 1 \
