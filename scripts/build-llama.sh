@@ -12,6 +12,9 @@
 #   KLSPEC_LLAMAFILE=ON use llamafile's sgemm for batched matmuls (default OFF: it is faster for batches but
 #                       computes a batch's logits in another summation order than a single token's, so greedy
 #                       speculative decoding is no longer token-for-token identical to target-only decoding)
+#   KLSPEC_AMX=ON       keep ggml's Intel AMX kernels in a native build (default OFF: in the pinned ggml they
+#                       crash with SIGILL on `tilezero` on some AMX CPUs, e.g. this project's CI machine, on
+#                       Q8_0/Q4_0 weights; upstream fix pending in ggml-org/llama.cpp#26954)
 set -euo pipefail
 
 NPM_PACKAGE="node-llama-cpp@3.22.1"
@@ -22,9 +25,16 @@ cache_root="${KLSPEC_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/klspec}"
 cuda="${KLSPEC_CUDA:-OFF}"
 native="${KLSPEC_NATIVE:-ON}"
 llamafile="${KLSPEC_LLAMAFILE:-OFF}"
+amx="${KLSPEC_AMX:-OFF}"
 cmake_flags=(-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DGGML_NATIVE="$native" -DGGML_CUDA="$cuda"
              -DGGML_LLAMAFILE="$llamafile" -DGGML_RPC=ON
              -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF)
+# A native build enables AMX wherever the CPU has it (GGML_AMX_* only apply to non-native builds); explicit
+# -mno-amx-* flags win over -march=native whatever their order.
+if [[ "$native" == ON && "$amx" == OFF && "$(uname -m)" == x86_64 ]]; then
+  no_amx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+  cmake_flags+=(-DCMAKE_C_FLAGS="$no_amx" -DCMAKE_CXX_FLAGS="$no_amx")
+fi
 flags_key=$(printf '%s ' "${cmake_flags[@]}" "$(uname -m)" | sha256sum | cut -c1-10)
 dest="$cache_root/llama.cpp-${LLAMA_COMMIT:0:12}-$flags_key"
 
