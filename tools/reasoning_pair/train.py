@@ -237,7 +237,8 @@ def main():
         if tokens_seen >= next_eval:
             eval_and_log()
             next_eval = tokens_seen + args.eval_every
-            t0 = time.time()
+            t0 = t_win = time.time()  # the logged tok/s measures training, not the eval
+            tok_win = 0
 
         lr = args.lr * min(1.0, (step + 1) / args.warmup_steps)
         if args.decay_from is not None and tokens_seen > args.decay_from:
