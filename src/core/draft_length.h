@@ -1,0 +1,106 @@
+// Choosing how many tokens to draft. Speculative speed is about E(γ) / (t_verify(b) + Σ_depth t_draft(n)):
+// E(γ) = (1 − α^{γ+1}) / (1 − α) tokens per step for per-position acceptance α, over the measured cost
+// of the step's target batch of b tokens and its draft batches. γ = 0 is target-only. With many sequences
+// in one step the batch is shared, so the lengths are chosen together (load-aware): on a compute-bound
+// target a batch over all slots without drafts can beat speculation.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace klspec {
+
+// How a sequence picks its draft length γ each step.
+enum class DraftPolicy {
+    Auto,      // the cost model: γ in 0..draft-max maximising expected tokens per second
+    Fixed,     // always draft-max (capped by -n and the context)
+    Adaptive,  // Hugging Face's heuristic: +2 after a fully accepted draft, −1 after a rejection
+    Off,       // target-only, even with a draft model
+};
+std::string_view draft_policy_name(DraftPolicy policy);
+
+// Seconds of one llama_decode call against its batch size in tokens: a running average per measured size,
+// piecewise linear between sizes and linear beyond the largest (through the two largest sizes).
+class BatchCostCurve {
+public:
+    // Folds a measurement into the size's running average (the first one is taken as is).
+    void record(int32_t batch_size, double seconds);
+    // Estimated seconds for a batch of `batch_size` tokens (>= 1); 0 when nothing was recorded.
+    double seconds(int32_t batch_size) const;
+    bool empty() const { return mean_.empty(); }
+    const std::map<int32_t, double>& points() const { return mean_; }
+
+private:
+    std::map<int32_t, double> mean_;
+};
+
+// One sequence's running per-position acceptance: the chance that a drafted token is kept given that
+// the ones before it were. Each step is one Bernoulli trial per judged position (the accepted ones and
+// the rejected one); old steps fade (factor `decay` per step) so a change of topic shows within a few
+// steps, and a weak prior keeps the first steps from extremes.
+class AcceptanceEstimate {
+public:
+    static constexpr double kPrior = 0.5;
+    static constexpr double kPriorWeight = 2.0;
+    static constexpr double kDecay = 0.9;
+
+    void record(int32_t drafted, int32_t accepted);
+    double rate() const { return (kept_ + kPrior * kPriorWeight) / (trials_ + kPriorWeight); }
+
+private:
+    double kept_ = 0;
+    double trials_ = 0;
+};
+
+// Expected tokens one step emits with γ drafts at per-position acceptance α: the accepted prefix plus
+// the target's own token, (1 − α^{γ+1}) / (1 − α).
+double expected_tokens(int32_t gamma, double acceptance);
+
+// One sequence of a step, as the choice sees it.
+struct DraftCandidate {
+    double acceptance = 0.0;  // per-position acceptance estimate
+    int32_t min_length = 0;   // γ bounds; min = max fixes the length (a sequence not under Auto)
+    int32_t max_length = 0;
+};
+
+struct DraftChoice {
+    std::vector<int32_t> lengths;   // γ per candidate
+    double expected_tokens = 0;     // Σ E(γ_s, α_s)
+    double expected_seconds = 0;    // t_verify(Σ(γ_s + 1)) + Σ_depth t_draft(drafting at that depth)
+    double tokens_per_second() const { return expected_seconds > 0 ? expected_tokens / expected_seconds : 0.0; }
+};
+
+// The step's cost under `lengths`: one target batch of every sequence's last token and drafts, and one
+// draft batch per depth over the sequences still drafting there.
+DraftChoice evaluate_draft_lengths(const BatchCostCurve& verify, const BatchCostCurve& draft,
+                                   std::span<const DraftCandidate> candidates, std::vector<int32_t> lengths);
+
+// The lengths maximising expected tokens per second: the best common length first, then each sequence's
+// length in turn while that improves the rate (so a sequence whose draft rarely hits stops drafting while
+// the others go on).
+DraftChoice choose_draft_lengths(const BatchCostCurve& verify, const BatchCostCurve& draft,
+                                 std::span<const DraftCandidate> candidates);
+
+// When a sequence has stopped drafting, its acceptance estimate no longer moves: it drafts a short probe
+// after `interval` target-only steps, the interval doubling while probes fail (up to kMaxInterval) and
+// resetting once the cost model chooses to draft again.
+class DraftProbe {
+public:
+    static constexpr int32_t kFirstInterval = 8;
+    static constexpr int32_t kMaxInterval = 128;
+    static constexpr int32_t kProbeLength = 4;
+
+    // Given the cost model's γ for this step, the γ to use (the probe's length when one is due).
+    int32_t adjust(int32_t chosen, int32_t max_length);
+    bool probing() const { return probing_; }
+
+private:
+    int32_t idle_steps_ = 0;
+    int32_t interval_ = kFirstInterval;
+    bool probing_ = false;
+};
+
+}  // namespace klspec

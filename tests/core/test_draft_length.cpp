@@ -1,0 +1,143 @@
+// The draft-length cost model with fake step costs: hand-computed expectations, and the switches it
+// exists for (long drafts on a memory-bound target, none on a compute-bound one, target-only batching
+// under load, a draft that never hits stepping aside and being probed again).
+#include "core/draft_length.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace klspec {
+namespace {
+
+// t(b) = fixed + per_token·b at sizes 1..max_size, in milliseconds.
+BatchCostCurve linear_curve(double fixed, double per_token, int32_t max_size = 160) {
+    BatchCostCurve curve;
+    for (int32_t b = 1; b <= max_size; ++b) curve.record(b, (fixed + per_token * b) * 1e-3);
+    return curve;
+}
+
+std::vector<DraftCandidate> candidates(std::vector<double> acceptances, int32_t max_length = 16) {
+    std::vector<DraftCandidate> out;
+    for (const double a : acceptances) out.push_back({a, 0, max_length});
+    return out;
+}
+
+TEST(DraftLength, ExpectedTokensByHand) {
+    EXPECT_DOUBLE_EQ(expected_tokens(0, 0.7), 1.0);
+    EXPECT_DOUBLE_EQ(expected_tokens(2, 0.5), 1.75);  // 1 + 0.5 + 0.25
+    EXPECT_DOUBLE_EQ(expected_tokens(8, 1.0), 9.0);
+    EXPECT_DOUBLE_EQ(expected_tokens(5, 0.0), 1.0);
+}
+
+TEST(DraftLength, CurveInterpolatesExtrapolatesAndAverages) {
+    BatchCostCurve curve;
+    EXPECT_EQ(curve.seconds(4), 0.0);
+    curve.record(2, 1.0);
+    EXPECT_DOUBLE_EQ(curve.seconds(4), 2.0);  // one size known: proportional
+    curve.record(10, 2.0);
+    EXPECT_DOUBLE_EQ(curve.seconds(6), 1.5);
+    EXPECT_DOUBLE_EQ(curve.seconds(18), 3.0);  // through the two largest sizes
+    EXPECT_DOUBLE_EQ(curve.seconds(1), 1.0);   // never below the smallest size
+    curve.record(2, 2.0);                      // running average: 1.0 + 0.2 (2.0 − 1.0)
+    EXPECT_DOUBLE_EQ(curve.seconds(2), 1.2);
+    curve.record(0, 5.0);  // nonsense is ignored
+    curve.record(3, -1.0);
+    EXPECT_EQ(curve.points().size(), 2u);
+}
+
+TEST(DraftLength, AcceptanceEstimateByHand) {
+    AcceptanceEstimate estimate;
+    EXPECT_DOUBLE_EQ(estimate.rate(), 0.5);  // the prior
+    estimate.record(4, 4);                   // 4 kept of 4 trials
+    EXPECT_DOUBLE_EQ(estimate.rate(), 5.0 / 6.0);
+    estimate.record(4, 1);  // kept 0.9·4 + 1, trials 0.9·4 + 1 + 1 (the rejection)
+    EXPECT_DOUBLE_EQ(estimate.rate(), (4.6 + 1.0) / (5.6 + 2.0));
+    estimate.record(0, 0);  // a target-only step is no evidence
+    EXPECT_DOUBLE_EQ(estimate.rate(), (4.6 + 1.0) / (5.6 + 2.0));
+}
+
+TEST(DraftLength, MemoryBoundTargetDraftsLong) {
+    // A batch costs what one token costs; a draft token 1 % of it.
+    const BatchCostCurve verify = linear_curve(10.0, 0.0);
+    const BatchCostCurve draft = linear_curve(0.1, 0.0);
+    const DraftChoice choice = choose_draft_lengths(verify, draft, candidates({0.9}));
+    EXPECT_EQ(choice.lengths, std::vector<int32_t>{16});
+    // E(16) = (1 − 0.9^17) / 0.1 tokens in 10 + 16·0.1 ms.
+    EXPECT_NEAR(choice.expected_tokens, 8.3323, 1e-4);
+    EXPECT_NEAR(choice.expected_seconds, 11.6e-3, 1e-12);
+    // At α 0.8 the 15th and 16th drafts no longer pay: 0.8^15 = 0.035 tokens for 0.1 of the step's
+    // ~11.4 ms, which would earn 0.042 tokens at its rate.
+    EXPECT_EQ(choose_draft_lengths(verify, draft, candidates({0.8})).lengths, std::vector<int32_t>{14});
+}
+
+TEST(DraftLength, ComputeBoundTargetDecodesAlone) {
+    // Each token of a batch costs as much as a single one: no draft can pay.
+    const DraftChoice choice = choose_draft_lengths(linear_curve(0.0, 1.0), linear_curve(0.1, 0.0), candidates({0.8}));
+    EXPECT_EQ(choice.lengths, std::vector<int32_t>{0});
+}
+
+TEST(DraftLength, BestLengthIsInBetweenWhenBatchesGrowSlowly) {
+    // t(b) = 10 + 0.5 b, draft 0.2 ms, α 0.7: E(γ)/t(γ) peaks at a middle γ; check it is the argmax.
+    const BatchCostCurve verify = linear_curve(10.0, 0.5), draft = linear_curve(0.2, 0.0);
+    const DraftChoice choice = choose_draft_lengths(verify, draft, candidates({0.7}));
+    double best = 0;
+    int32_t best_gamma = -1;
+    for (int32_t g = 0; g <= 16; ++g) {
+        const double rate = expected_tokens(g, 0.7) / ((10.0 + 0.5 * (g + 1)) + 0.2 * g);
+        if (rate > best) best = rate, best_gamma = g;
+    }
+    ASSERT_GT(best_gamma, 0);
+    ASSERT_LT(best_gamma, 16);
+    EXPECT_EQ(choice.lengths, std::vector<int32_t>{best_gamma});
+}
+
+TEST(DraftLength, UnderLoadTargetOnlyBatchBeatsSpeculation) {
+    // t(b) = 10 + 2b ms, draft 0.5 ms a depth, α 0.6. One sequence: γ 1 gives 1.6 tokens in 14.5 ms
+    // against 1 in 12. Eight: target-only gives 8 tokens in 26 ms, γ 1 12.8 in 42.5.
+    const BatchCostCurve verify = linear_curve(10.0, 2.0), draft = linear_curve(0.5, 0.0);
+    EXPECT_GT(choose_draft_lengths(verify, draft, candidates({0.6})).lengths[0], 0);
+    const DraftChoice loaded = choose_draft_lengths(verify, draft, candidates(std::vector<double>(8, 0.6)));
+    EXPECT_EQ(loaded.lengths, std::vector<int32_t>(8, 0));
+    EXPECT_NEAR(loaded.tokens_per_second(), 8.0 / 26e-3, 1e-6);
+}
+
+TEST(DraftLength, ASequenceWhoseDraftNeverHitsStepsAside) {
+    // Two sequences share a slightly growing batch: the one with acceptance 0 stops drafting, the other goes on.
+    const BatchCostCurve verify = linear_curve(10.0, 0.1), draft = linear_curve(0.1, 0.0);
+    const DraftChoice choice = choose_draft_lengths(verify, draft, candidates({0.9, 0.0}));
+    EXPECT_GT(choice.lengths[0], 4);
+    EXPECT_EQ(choice.lengths[1], 0);
+}
+
+TEST(DraftLength, FixedSequencesKeepTheirLengthAndTheOthersRespondBest) {
+    const BatchCostCurve verify = linear_curve(5.0, 1.0), draft = linear_curve(0.1, 0.0);
+    const std::vector<DraftCandidate> mixed = {{0.3, 8, 8}, {0.8, 0, 16}};
+    const DraftChoice choice = choose_draft_lengths(verify, draft, mixed);
+    EXPECT_EQ(choice.lengths[0], 8);
+    // The free sequence's length is its best response to the fixed one's (brute force).
+    double best = 0;
+    int32_t best_gamma = -1;
+    for (int32_t g = 0; g <= 16; ++g) {
+        const double rate = evaluate_draft_lengths(verify, draft, mixed, {8, g}).tokens_per_second();
+        if (rate > best) best = rate, best_gamma = g;
+    }
+    EXPECT_EQ(choice.lengths[1], best_gamma);
+    EXPECT_DOUBLE_EQ(choice.tokens_per_second(), best);
+}
+
+TEST(DraftLength, ProbeAfterIdleStepsWithDoublingInterval) {
+    DraftProbe probe;
+    for (int i = 1; i < DraftProbe::kFirstInterval; ++i) EXPECT_EQ(probe.adjust(0, 16), 0) << i;
+    EXPECT_EQ(probe.adjust(0, 16), DraftProbe::kProbeLength);
+    EXPECT_TRUE(probe.probing());
+    for (int i = 1; i < 2 * DraftProbe::kFirstInterval; ++i) EXPECT_EQ(probe.adjust(0, 16), 0) << i;
+    EXPECT_EQ(probe.adjust(0, 2), 2);  // the probe respects the step's cap
+    EXPECT_EQ(probe.adjust(6, 16), 6);  // drafting again resets the interval
+    EXPECT_FALSE(probe.probing());
+    for (int i = 1; i < DraftProbe::kFirstInterval; ++i) EXPECT_EQ(probe.adjust(0, 16), 0) << i;
+    EXPECT_EQ(probe.adjust(0, 16), DraftProbe::kProbeLength);
+}
+
+}  // namespace
+}  // namespace klspec
