@@ -87,6 +87,9 @@ void run_bench(const BenchOptions& options) {
                               {"throughput_tokens_per_second", throughput},
                               {"stats", stats_to_json(totals)}};
         add_quality_bound(out, *session.generation.judge);
+        out["draft_policy"] = draft_policy_name(session.generation.draft_policy);
+        if (session.generation.draft_policy == DraftPolicy::Auto)
+            out["step_costs"] = step_costs_to_json(session.decoder->verify_costs(), session.decoder->draft_costs());
         if (scored) out["accuracy"] = {{"correct", correct}, {"scored", scored}, {"rate", accuracy}};
         std::cout << out.dump() << "\n";
     } else {
@@ -107,6 +110,7 @@ void register_bench_command(CLI::App& app) {
     auto options = std::make_shared<BenchOptions>();
     CLI::App* cmd = app.add_subcommand(
         "bench", "Decode every prompt of a JSONL dataset; report summed statistics (MAT, acceptance, speed) and accuracy");
+    options->run.generation.draft_policy = DraftPolicy::Auto;  // the cost model chooses gamma
     add_run_options(*cmd, options->run);
     add_dataset_options(*cmd, options->dataset, /*with_limit=*/true);
     add_prompt_options(*cmd, options->prompt);

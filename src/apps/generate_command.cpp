@@ -90,6 +90,9 @@ void run_generate(const GenerateOptions& options) {
                               {"judge", session.generation.judge->name()},
                               {"stats", stats_to_json(result.stats)}};
         add_quality_bound(out, *session.generation.judge);
+        out["draft_policy"] = draft_policy_name(session.generation.draft_policy);
+        if (session.generation.draft_policy == DraftPolicy::Auto)
+            out["step_costs"] = step_costs_to_json(session.decoder->verify_costs(), session.decoder->draft_costs());
         std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     } else {
         std::fputs("\n\n", stdout);
@@ -104,6 +107,7 @@ void run_generate(const GenerateOptions& options) {
 void register_generate_command(CLI::App& app) {
     auto options = std::make_shared<GenerateOptions>();
     CLI::App* cmd = app.add_subcommand("generate", "Generate text for one prompt (speculative with -md)");
+    options->run.generation.draft_policy = DraftPolicy::Auto;  // the cost model chooses gamma
     add_run_options(*cmd, options->run);
     auto* prompt = cmd->add_option("-p,--prompt", options->prompt, "Prompt text");
     auto* prompt_file = cmd->add_option("-f,--file", options->prompt_file, "Read the prompt from a file");

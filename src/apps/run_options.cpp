@@ -131,17 +131,28 @@ void add_generation_options(CLI::App& app, GenerationOptions& gen) {
     SamplingParams& sampling = gen.sampling;
     app.add_option("-n,--n-predict", gen.max_tokens, "Maximum number of tokens to generate")
         ->capture_default_str()->check(kNonNegative);
-    app.add_option("--draft-max,--spec-draft-n-max", gen.draft_max, "Draft tokens proposed per target call (gamma)")
+    app.add_option("--draft-max,--spec-draft-n-max", gen.draft_max,
+                   "Draft tokens proposed per target call at most (gamma; with --draft-policy fixed, exactly)")
         ->capture_default_str()->check(kPositive);
+    app.add_option("--draft-policy", gen.draft_policy,
+                   "How gamma is chosen each step: auto (the cost model: the gamma in 0..draft-max with the most "
+                   "expected tokens per second, from the step costs measured as it runs and each sequence's "
+                   "running acceptance; 0 is a target-only step, and a draft that stops paying is probed again "
+                   "now and then), fixed (always draft-max), adaptive (as --draft-adaptive), off (target-only)")
+        ->transform(CLI::CheckedTransformer(std::map<std::string, DraftPolicy>{{"auto", DraftPolicy::Auto},
+                                                                                {"fixed", DraftPolicy::Fixed},
+                                                                                {"adaptive", DraftPolicy::Adaptive},
+                                                                                {"off", DraftPolicy::Off}}))
+        ->default_str(std::string(draft_policy_name(gen.draft_policy)));
     app.add_option("--draft-min,--spec-draft-n-min", gen.draft_min,
                    "Drop drafts shorter than this (a target-only step), as llama.cpp")
         ->capture_default_str()->check(kNonNegative);
     app.add_option("--draft-p-min,--spec-draft-p-min", gen.draft_p_min,
                    "Stop drafting at a token whose draft probability is below P (0 = off)")
         ->capture_default_str();
-    app.add_flag("--draft-adaptive", gen.adaptive_draft,
-                 "Adapt gamma per sequence within [max(1, draft-min), draft-max]: +2 after a fully accepted draft, "
-                 "-1 after a rejection");
+    app.add_flag_callback("--draft-adaptive", [&gen] { gen.draft_policy = DraftPolicy::Adaptive; },
+                          "--draft-policy adaptive: gamma within [max(1, draft-min), draft-max], +2 after a fully "
+                          "accepted draft, -1 after a rejection");
     app.add_option("--temp", sampling.temperature, "Sampling temperature; 0 = greedy")->capture_default_str();
     app.add_option("--top-k", sampling.top_k, "Keep only the K most likely tokens (0 = off)")->capture_default_str();
     app.add_option("--top-p", sampling.top_p, "Keep the smallest set of tokens with mass >= P (1 = off)")

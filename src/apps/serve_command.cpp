@@ -63,6 +63,7 @@ void register_serve_command(CLI::App& app) {
         "serve", "OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions) with per-request judges; "
                  "the flags below are the defaults a request's fields override");
     add_model_options(*cmd, options->run);
+    options->run.generation.draft_policy = DraftPolicy::Auto;  // the cost model chooses gamma
     add_generation_options(*cmd, options->run.generation);
     add_judge_options(*cmd, options->run.judge, /*with_rule=*/true);
     cmd->add_option("--host", options->server.host, "Address to listen on")->capture_default_str();

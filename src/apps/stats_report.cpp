@@ -12,6 +12,9 @@ nlohmann::json stats_to_json(const GenerationStats& s) {
             {"drafted", s.drafted},
             {"accepted", s.accepted},
             {"relaxed_accepted", s.relaxed_accepted},
+            {"draft_length_sum", s.draft_length_sum},
+            {"mean_draft_length", s.mean_draft_length()},
+            {"target_only_steps", s.target_only_steps},
             {"mat", s.mat()},
             {"acceptance_rate", s.acceptance_rate()},
             {"tokens_per_second", s.tokens_per_second()},
@@ -29,15 +32,24 @@ nlohmann::json stats_to_json(const GenerationStats& s) {
 std::string format_stats(const GenerationStats& s) {
     return fmt::format(
         "emitted {} tokens in {} target calls: MAT {:.2f}\n"
-        "draft: {} drafted, {} accepted ({:.1f} %), {} relaxed, {} draft calls\n"
+        "draft: {} drafted, {} accepted ({:.1f} %), {} relaxed, {} draft calls; mean gamma {:.2f}, {} target-only steps\n"
         "speed: {:.1f} tokens/s decode, {:.1f} tokens/s prompt ({} tokens)\n"
         "time (ms): draft {:.1f}, verify {:.1f}, judge {:.1f}, other {:.1f}; of which llama_decode {:.1f}, "
         "klspec {:.1f} ({:.1f} us per drafted token)\n",
         s.emitted, s.target_calls, s.mat(), s.drafted, s.accepted, 100.0 * s.acceptance_rate(),
-        s.relaxed_accepted, s.draft_calls, s.tokens_per_second(), s.prompt_tokens_per_second(), s.prompt_tokens,
+        s.relaxed_accepted, s.draft_calls, s.mean_draft_length(), s.target_only_steps, s.tokens_per_second(), s.prompt_tokens_per_second(), s.prompt_tokens,
         1e3 * s.draft_seconds, 1e3 * s.verify_seconds, 1e3 * s.judge_seconds, 1e3 * s.other_seconds,
         1e3 * s.llama_decode_seconds, 1e3 * s.engine_seconds(),
         s.drafted ? 1e6 * s.engine_seconds() / double(s.drafted) : 0.0);
+}
+
+nlohmann::json step_costs_to_json(const BatchCostCurve& verify, const BatchCostCurve& draft) {
+    const auto milliseconds = [](const BatchCostCurve& curve) {
+        nlohmann::json out = nlohmann::json::object();
+        for (const auto& [size, seconds] : curve.points()) out[std::to_string(size)] = 1e3 * seconds;
+        return out;
+    };
+    return {{"verify_ms_by_batch", milliseconds(verify)}, {"draft_ms_by_batch", milliseconds(draft)}};
 }
 
 nlohmann::json judged_position_to_json(const JudgedPosition& p) {
@@ -50,7 +62,9 @@ nlohmann::json judged_position_to_json(const JudgedPosition& p) {
                           {"draft_entropy", p.draft_entropy},
                           {"target_max_p", p.target_max_probability},
                           {"draft_rank", p.draft_rank},
-                          {"verdict", to_string(p.verdict.verdict)}};
+                          {"verdict", to_string(p.verdict.verdict)},
+                          {"draft_length", p.draft_length},
+                          {"acceptance_estimate", p.acceptance_estimate}};
     if (p.verdict.judged) row["judge_statistic"] = p.verdict.decision.statistic;
     return row;
 }

@@ -46,7 +46,7 @@ nlohmann::json sweep_settings(const SweepRunOptions& options, const DecodingSess
             {"draft_max", g.draft_max},
             {"draft_min", g.draft_min},
             {"draft_p_min", g.draft_p_min},
-            {"adaptive_draft", g.adaptive_draft},
+            {"draft_policy", draft_policy_name(g.draft_policy)},
             {"temperature", g.sampling.temperature},
             {"top_k", g.sampling.top_k},
             {"top_p", g.sampling.top_p},

@@ -20,6 +20,8 @@ struct JudgedPosition {
     double target_max_probability = 0;
     int64_t draft_rank = 0;    // rank of d_i in p_i; 0 is the target's argmax
     PositionVerdict verdict;   // accepted / relaxed / rejected, and the judge's statistic if consulted
+    int32_t draft_length = 0;  // γ the draft policy chose for this step
+    double acceptance_estimate = 0;  // the sequence's running acceptance the choice used
 };
 
 // The statistics part of a JudgedPosition (sequence id, position and verdict are left to the caller).

@@ -13,6 +13,8 @@ struct GenerationStats {
     int64_t drafted = 0;           // draft tokens proposed to the judge
     int64_t accepted = 0;          // draft tokens kept
     int64_t relaxed_accepted = 0;  // draft tokens kept only because the judge relaxed them
+    int64_t draft_length_sum = 0;  // Σ over target calls of the γ the draft policy chose
+    int64_t target_only_steps = 0; // target calls that verified no draft (γ 0, a draft cut short, no draft model)
 
     // Seconds. decode = draft + verify + judge + other; prompt processing is separate.
     double prompt_seconds = 0;
@@ -32,6 +34,8 @@ struct GenerationStats {
         drafted += other.drafted;
         accepted += other.accepted;
         relaxed_accepted += other.relaxed_accepted;
+        draft_length_sum += other.draft_length_sum;
+        target_only_steps += other.target_only_steps;
         prompt_seconds += other.prompt_seconds;
         draft_seconds += other.draft_seconds;
         verify_seconds += other.verify_seconds;
@@ -45,6 +49,7 @@ struct GenerationStats {
     // Mean accepted tokens: tokens per target call, the replacement/bonus token included.
     double mat() const { return target_calls ? double(emitted) / double(target_calls) : 0.0; }
     double acceptance_rate() const { return drafted ? double(accepted) / double(drafted) : 0.0; }
+    double mean_draft_length() const { return target_calls ? double(draft_length_sum) / double(target_calls) : 0.0; }
     double engine_seconds() const { return decode_seconds() - llama_decode_seconds; }
     double tokens_per_second() const { return decode_seconds() > 0 ? double(emitted) / decode_seconds() : 0.0; }
     double prompt_tokens_per_second() const {

@@ -134,9 +134,65 @@ void SpeculativeDecoder::step(std::span<Sequence* const> sequences, const StepCa
         active.push_back(seq);
     }
     if (active.empty()) return;
+    choose_draft_lengths_for(active);
     draft_all(active);
     verify_all(active);
     for (Sequence* seq : active) judge_emit_roll_back(*seq, on_step);
+}
+
+void SpeculativeDecoder::set_step_costs(BatchCostCurve verify, BatchCostCurve draft) {
+    verify_costs_ = std::move(verify);
+    draft_costs_ = std::move(draft);
+    costs_calibrated_ = true;
+    measure_costs_ = false;
+}
+
+void SpeculativeDecoder::choose_draft_lengths_for(std::span<Sequence* const> active) {
+    std::vector<DraftCandidate> candidates;
+    bool any_auto = false;
+    for (Sequence* seq : active) {
+        const GenerationOptions& options = seq->options_;
+        const int32_t wanted = options.max_tokens - to_int(seq->result_.tokens.size());
+        const int32_t cap = draft_ctx_ ? std::max(0, std::min({options.draft_max, wanted - 1,
+                                                              target_ctx_.n_ctx() - seq->target_cached_ - 1}))
+                                       : 0;
+        const bool automatic = options.draft_policy == DraftPolicy::Auto && cap > 0;
+        any_auto = any_auto || automatic;
+        seq->gamma_ = options.draft_policy == DraftPolicy::Off ? 0 : std::min(seq->draft_budget_, cap);
+        candidates.push_back({seq->acceptance_estimate_.rate(), automatic ? 0 : seq->gamma_, automatic ? cap : seq->gamma_});
+    }
+    if (!any_auto) return;
+    if (!costs_calibrated_) calibrate_step_costs(*active.front());
+    const DraftChoice choice = choose_draft_lengths(verify_costs_, draft_costs_, candidates);
+    for (size_t s = 0; s < active.size(); ++s) {
+        Sequence& seq = *active[s];
+        if (candidates[s].min_length == candidates[s].max_length) continue;
+        seq.gamma_ = seq.probe_.adjust(choice.lengths[s], candidates[s].max_length);
+    }
+}
+
+void SpeculativeDecoder::calibrate_step_costs(const Sequence& seq) {
+    costs_calibrated_ = true;
+    // Sizes 1, 2, 4, ... and the largest, each timed twice after an untimed warm-up call; every row
+    // outputs logits, as in a step. The running averages then follow the sizes steps really send.
+    const auto time_sizes = [&seq](ModelContext& ctx, Batch& batch, int32_t first_pos, int32_t largest,
+                                   BatchCostCurve& curve) {
+        std::vector<int32_t> sizes = {1};
+        for (int32_t size = 1; size < largest; size *= 2) sizes.insert(sizes.end(), {size, size});
+        sizes.insert(sizes.end(), {largest, largest});
+        for (size_t i = 0; i < sizes.size() && first_pos + sizes[i] <= ctx.n_ctx(); ++i) {
+            batch.reserve(sizes[i]);
+            batch.clear();
+            for (int32_t j = 0; j < sizes[i]; ++j) batch.add(seq.tokens_.back(), first_pos + j, seq.id_, true);
+            const double before = ctx.decode_seconds();
+            ctx.decode(batch);
+            if (i > 0) curve.record(sizes[i], ctx.decode_seconds() - before);
+            ctx.truncate(seq.id_, first_pos);
+        }
+    };
+    time_sizes(target_ctx_, target_batch_, seq.target_cached_, n_sequences() * (seq.options_.draft_max + 1),
+               verify_costs_);
+    if (draft_ctx_) time_sizes(*draft_ctx_, draft_batch_, seq.draft_cached_, n_sequences(), draft_costs_);
 }
 
 // Step 1: every sequence's draft catches up with its accepted tokens, then proposes up to γ tokens; one
@@ -150,9 +206,6 @@ void SpeculativeDecoder::draft_all(std::span<Sequence* const> active) {
     for (Sequence* seq : active) {
         seq->drafted_.clear();
         seq->draft_hidden_.clear();
-        if (!draft_ctx_) continue;
-        const int32_t wanted = seq->options_.max_tokens - to_int(seq->result_.tokens.size());
-        seq->gamma_ = std::min({seq->draft_budget_, wanted - 1, target_ctx_.n_ctx() - seq->target_cached_ - 1});
         if (seq->gamma_ > 0) drafting.push_back(seq);
     }
     if (drafting.empty()) return;
@@ -170,7 +223,9 @@ void SpeculativeDecoder::draft_all(std::span<Sequence* const> active) {
         seq.draft_cached_ = to_int(seq.tokens_.size());
     }
     while (draft_batch_.size() > 0) {
+        const double decode_start = draft_ctx_->decode_seconds();
         draft_ctx_->decode(draft_batch_);
+        if (measure_costs_) draft_costs_.record(draft_batch_.size(), draft_ctx_->decode_seconds() - decode_start);
         draft_batch_.clear();
         for (size_t s = 0; s < drafting.size(); ++s) {
             if (draft_rows_of_[s] < 0) continue;
@@ -250,6 +305,7 @@ void SpeculativeDecoder::verify_all(std::span<Sequence* const> active) {
     target_ctx_.decode(target_batch_);
     const double seconds = seconds_since(start);
     const double llama_seconds = target_ctx_.decode_seconds() - llama_start;
+    if (measure_costs_) verify_costs_.record(target_batch_.size(), llama_seconds);
     for (Sequence* seq : active) {
         ++seq->result_.stats.target_calls;
         seq->result_.stats.verify_seconds += seconds;
@@ -308,7 +364,11 @@ void SpeculativeDecoder::judge_emit_roll_back(Sequence& seq, const StepCallback&
     } positions(*this, seq);
 
     const StepOutcome outcome = seq.acceptance_.run(k, positions, positions.target_logits(k), seq.rng_);
+    const double acceptance_estimate = seq.acceptance_estimate_.rate();  // what this step's γ was chosen on
+    seq.acceptance_estimate_.record(k, outcome.accepted);
     stats.drafted += k;
+    stats.draft_length_sum += seq.gamma_;
+    stats.target_only_steps += k == 0;
     stats.accepted += outcome.accepted;
     stats.relaxed_accepted += outcome.relaxed_accepted;
     stats.judge_seconds += outcome.judge_seconds;
@@ -319,6 +379,8 @@ void SpeculativeDecoder::judge_emit_roll_back(Sequence& seq, const StepCallback&
             record.sequence_id = seq.id_;
             record.position = seq.target_cached_ + 1 + static_cast<int64_t>(i);
             record.verdict = verdicts[i];
+            record.draft_length = seq.gamma_;
+            record.acceptance_estimate = acceptance_estimate;
             observer_(record);
         }
     }
@@ -373,7 +435,7 @@ void SpeculativeDecoder::judge_emit_roll_back(Sequence& seq, const StepCallback&
     }
     // Adaptive γ (the heuristic of Hugging Face's assisted generation): longer after a fully accepted
     // draft, shorter after a rejection.
-    if (options.adaptive_draft && k > 0) {
+    if (options.draft_policy == DraftPolicy::Adaptive && k > 0) {
         const int32_t budget = outcome.accepted == k ? seq.draft_budget_ + 2 : seq.draft_budget_ - 1;
         seq.draft_budget_ = std::clamp(budget, std::max(1, options.draft_min), options.draft_max);
     }

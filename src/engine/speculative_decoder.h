@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/acceptance.h"
+#include "core/draft_length.h"
 #include "core/judge.h"
 #include "core/judged_position.h"
 #include "core/sampling.h"
@@ -30,9 +31,11 @@ namespace klspec {
 struct GenerationOptions {
     int32_t max_tokens = 128;       // -n: generated tokens at most
     int32_t draft_max = 16;         // γ: draft tokens proposed per target call at most
+    // How γ is chosen each step. The CLI and server default to Auto (the cost model); Fixed here keeps
+    // library callers' γ exactly as given.
+    DraftPolicy draft_policy = DraftPolicy::Fixed;
     int32_t draft_min = 0;          // a draft shorter than this is dropped (a target-only step), as llama.cpp
     float draft_p_min = 0.0f;       // stop drafting at a token whose draft probability is below this (0 = off)
-    bool adaptive_draft = false;    // adapt γ per sequence: +2 after a fully accepted draft, -1 otherwise
     SamplingParams sampling;        // temperature, top-k, top-p, seed; the same for draft and target
     std::vector<std::string> stop_strings;  // stop when the text contains one (it is cut off)
     std::shared_ptr<const Judge> judge;     // the verification rule; null: vanilla
@@ -87,8 +90,10 @@ private:
     std::vector<int32_t> tokens_;   // prompt + accepted output
     int32_t target_cached_ = 0;     // positions cached in the target (all but the last token)
     int32_t draft_cached_ = 0;      // positions cached in the draft
-    int32_t draft_budget_ = 0;      // γ for the next step: draft_max, or the adaptive value
-    int32_t gamma_ = 0;             // this step's γ: the budget capped by -n and the context
+    int32_t draft_budget_ = 0;      // γ for the next step under Fixed / Adaptive: draft_max, or the adaptive value
+    int32_t gamma_ = 0;             // this step's γ: chosen by the policy, capped by -n and the context
+    AcceptanceEstimate acceptance_estimate_;  // running per-position acceptance (the cost model's α)
+    DraftProbe probe_;              // Auto: drafts again now and then after choosing target-only
     Rng rng_;
     TextStream stream_;
     AcceptanceStep acceptance_;
@@ -141,8 +146,20 @@ public:
     const Model& target() const { return target_; }
     // Wall time inside llama_decode, both models, since construction (the rest of a step is the engine's).
     double llama_decode_seconds() const;
+    // The measured step costs the Auto draft policy decides on: seconds of a target (verify) and a draft
+    // llama_decode against batch size. Empty until a sequence under Auto has stepped.
+    const BatchCostCurve& verify_costs() const { return verify_costs_; }
+    const BatchCostCurve& draft_costs() const { return draft_costs_; }
+    // Replaces the measured costs and stops measuring (tests with fake costs; a caller with a cost model
+    // of its own): the Auto policy then decides on these curves alone.
+    void set_step_costs(BatchCostCurve verify, BatchCostCurve draft);
 
 private:
+    // Sets every active sequence's γ for this step from its policy (the Auto ones chosen together).
+    void choose_draft_lengths_for(std::span<Sequence* const> active);
+    // Times target batches up to the largest a step can send and draft batches up to one token per
+    // sequence, on positions past `seq`'s cache (removed afterwards): the cost model's starting curves.
+    void calibrate_step_costs(const Sequence& seq);
     void draft_all(std::span<Sequence* const> active);
     void verify_all(std::span<Sequence* const> active);
     void judge_emit_roll_back(Sequence& seq, const StepCallback& on_step);
@@ -160,6 +177,10 @@ private:
     std::vector<Sequence*> drafting_;
     std::vector<int32_t> draft_rows_of_;
     ShapingScratch shaping_;              // scratch for top-k / top-p
+    BatchCostCurve verify_costs_;         // measured at every target / draft llama_decode of a step
+    BatchCostCurve draft_costs_;
+    bool costs_calibrated_ = false;
+    bool measure_costs_ = true;
     JudgeObserver observer_;
 };
 

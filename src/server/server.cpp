@@ -298,6 +298,13 @@ std::string Server::metrics_text() const {
                   "Draft tokens accepted only because the judge relaxed them.", double(s.relaxed_accepted));
     append_metric(out, "klspec:spec_decode_mean_accepted_tokens", "gauge",
                   "MAT: generated tokens per target call over finished requests.", s.mat());
+    append_metric(out, "klspec:spec_decode_draft_length_total", "counter",
+                  "Sum over target calls of the draft length gamma the draft policy chose.", double(s.draft_length_sum));
+    append_metric(out, "klspec:spec_decode_target_only_steps_total", "counter",
+                  "Target calls that verified no draft (the cost model chose target-only, or no draft).",
+                  double(s.target_only_steps));
+    append_metric(out, "klspec:spec_decode_mean_draft_length", "gauge",
+                  "Mean gamma per target call over finished requests.", s.mean_draft_length());
     append_metric(out, "klspec:judge_seconds_total", "counter", "Seconds spent in judges.", s.judge_seconds);
     return out;
 }

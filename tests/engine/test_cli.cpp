@@ -103,7 +103,7 @@ TEST(Cli, BenchParallelGivesTheSameOutputs) {
 TEST(Cli, TraceWritesOneRecordPerJudgedPosition) {
     const std::string trace = test::temp_path("trace.jsonl");
     const test::CommandResult r = test::run_command(test::kCli + " generate -m " + test::kTargetModel + " -md " +
-                                                    test::kDraftQ4 + " -p 'Once upon a time' -n 48 -t 1 --draft-max 6 " +
+                                                    test::kDraftQ4 + " -p 'Once upon a time' -n 48 -t 1 --draft-max 6 --draft-policy fixed " +
                                                     "--judge kl --judge-threshold 0.05 --json --trace " + trace);
     ASSERT_EQ(r.exit_code, 0) << r.output;
     const nlohmann::json stats = nlohmann::json::parse(r.output).at("stats");

@@ -1,8 +1,9 @@
 // The project's default pair (models/testbed-{target,draft}.gguf, tools/testbed): vanilla greedy speculative
-// decoding gives the target's exact outputs, hence exactly its accuracy, on the first test problems of each
-// task family.
+// decoding gives the target's outputs, up to proven near ties (test_support.h), hence its accuracy, on the
+// first test problems of each task family.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -38,7 +39,7 @@ TEST_P(DefaultPair, SpeculativeOutputEqualsTargetOnly) {
     ASSERT_TRUE(dataset) << path;
     std::string line;
     size_t problems = 0, target_correct = 0, speculative_correct = 0;
-    int64_t drafted = 0, accepted = 0;
+    int64_t drafted = 0, accepted = 0, divergences = 0;
     while (problems < kProblemsPerFamily && std::getline(dataset, line)) {
         const nlohmann::json row = nlohmann::json::parse(line);
         const std::string question = row.at("question");
@@ -47,7 +48,11 @@ TEST_P(DefaultPair, SpeculativeOutputEqualsTargetOnly) {
                                                               : std::to_string(row.at("final").get<int64_t>());
         const GenerationResult reference = target_only.generate(question, options);
         const GenerationResult result = speculative.generate(question, options);
-        ASSERT_EQ(result.tokens, reference.tokens) << question;
+        if (result.tokens != reference.tokens) {
+            const test::GreedyReference by_hand = test::greedy_reference(target, question, options.max_tokens, context);
+            ASSERT_EQ(by_hand.tokens, reference.tokens) << "the hand-made reference is not target-only decoding";
+            test::check_equal_up_to_near_tie(by_hand, result.tokens, question, divergences);
+        }
         EXPECT_EQ(result.stop_reason, StopReason::EndOfGeneration) << question;
         target_correct += is_correct(scorer, reference.text, gold);
         speculative_correct += is_correct(scorer, result.text, gold);
@@ -56,7 +61,10 @@ TEST_P(DefaultPair, SpeculativeOutputEqualsTargetOnly) {
         ++problems;
     }
     ASSERT_EQ(problems, kProblemsPerFamily);
-    EXPECT_EQ(speculative_correct, target_correct);
+    // A near-tie divergence may change an answer: the accuracies differ by at most their number.
+    EXPECT_LE(std::max(speculative_correct, target_correct) - std::min(speculative_correct, target_correct),
+              static_cast<size_t>(divergences));
+    RecordProperty("near_tie_divergences", std::to_string(divergences));
     // The pair is meant to be useful: the target solves most problems, and the draft is right often
     // enough to pay but far from always.
     EXPECT_GE(target_correct, kProblemsPerFamily * 2 / 3);

@@ -363,7 +363,7 @@ TEST(Step, DraftConfidenceCutAndAdaptiveGamma) {
     cut.draft_p_min = 0.9f;
     const GenerationResult with_cut = decoder.generate("Once upon a time", cut);
     GenerationOptions adaptive = greedy(64, 8);
-    adaptive.adaptive_draft = true;
+    adaptive.draft_policy = DraftPolicy::Adaptive;
     const GenerationResult with_adaptive = decoder.generate("Once upon a time", adaptive);
     // Both stay lossless and propose fewer tokens per call.
     EXPECT_EQ(with_cut.tokens, plain.tokens);

@@ -4,12 +4,16 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <span>
 #include <stdexcept>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "core/distribution_stats.h"
 #include "gguf.h"
 
 namespace klspec::test {
@@ -92,6 +96,48 @@ std::string stories_with_chat_template() {
     in.seekg(static_cast<std::streamoff>(data_offset));
     std::ofstream(path, std::ios::binary | std::ios::app) << in.rdbuf();
     return path;
+}
+
+GreedyReference greedy_reference(const Model& target, const std::string& prompt, int32_t max_tokens,
+                                  const ContextOptions& context) {
+    ModelContext ctx(target, context);
+    std::vector<int32_t> tokens = target.tokenize(prompt, /*add_bos=*/true, /*parse_special=*/true);
+    ctx.prefill(0, std::span<const int32_t>(tokens.data(), tokens.size() - 1), 0);
+    Batch batch(1);
+    GreedyReference reference;
+    while (static_cast<int32_t>(reference.tokens.size()) < max_tokens &&
+           static_cast<int32_t>(tokens.size()) < ctx.n_ctx()) {
+        batch.clear();
+        batch.add(tokens.back(), static_cast<int32_t>(tokens.size()) - 1, 0, true);
+        ctx.decode(batch);
+        const std::span<const float> logits = ctx.logits(0);
+        const int32_t next = argmax(logits);
+        float second = -std::numeric_limits<float>::infinity();
+        for (size_t i = 0; i < logits.size(); ++i)
+            if (static_cast<int32_t>(i) != next) second = std::max(second, logits[i]);
+        reference.top2_gap.push_back(logits[static_cast<size_t>(next)] - second);
+        reference.logits.insert(reference.logits.end(), logits.begin(), logits.end());
+        if (target.is_end_of_generation(next)) break;
+        reference.tokens.push_back(next);
+        tokens.push_back(next);
+    }
+    return reference;
+}
+
+int64_t check_equal_up_to_near_tie(const GreedyReference& reference, const std::vector<int32_t>& tokens,
+                                   const std::string& label, int64_t& divergences) {
+    const std::vector<int32_t>& expected = reference.tokens;
+    size_t d = 0;
+    while (d < expected.size() && d < tokens.size() && expected[d] == tokens[d]) ++d;
+    if (d == expected.size() && d == tokens.size()) return -1;
+    // Both ran to the same -n, or one stopped at EOG: the tokens chosen at position d differ.
+    EXPECT_LT(d, reference.top2_gap.size()) << label << ": output is longer than the reference's run";
+    if (d >= reference.top2_gap.size()) return static_cast<int64_t>(d);
+    EXPECT_LT(reference.top2_gap[d], kNearTieGap)
+        << label << ": leaves target-only output at token " << d << " where its top-2 logit gap is "
+        << reference.top2_gap[d] << ", not a near tie";
+    ++divergences;
+    return static_cast<int64_t>(d);
 }
 
 }  // namespace klspec::test

@@ -2,8 +2,12 @@
 // project's default pair).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
+
+#include "engine/context.h"
+#include "engine/model.h"
 
 namespace klspec::test {
 
@@ -39,5 +43,29 @@ std::string temp_path(const std::string& name);
 
 // stories260K with a ChatML chat template in its metadata (a fresh copy under the temporary directory).
 std::string stories_with_chat_template();
+
+// The greedy guarantee with llamafile's sgemm (on by default): a batch of tokens and a single token sum
+// their dot products in different orders, so verification logits differ from target-only logits in the
+// last bits, and where the top two are that close the argmax may flip. Speculative (or -np) output must
+// therefore equal target-only output token for token, except that it may leave it at a position where
+// the target-only logits' top-2 gap is below kNearTieGap (logit units). A flip needs a gap below twice
+// the largest difference of a logit between the two paths, and test_lossless.cpp checks that difference
+// stays below half the bound on both test models.
+inline constexpr float kNearTieGap = 0.1f;  // the two tokens' probabilities within e^0.1 = 1.105x
+
+// Target-only greedy decoding done by hand as the decoder does it (the prompt but its last token
+// prefilled, then one token per llama_decode), keeping each step's top-2 logit gap.
+struct GreedyReference {
+    std::vector<int32_t> tokens;  // generated tokens, the end-of-generation token excluded
+    std::vector<float> top2_gap;  // gap of the logits that chose tokens[i] (one more when it ended at EOG)
+    std::vector<float> logits;    // those logits, one n_vocab row per entry of top2_gap
+};
+GreedyReference greedy_reference(const Model& target, const std::string& prompt, int32_t max_tokens,
+                                  const ContextOptions& context);
+
+// Where `tokens` first leaves `reference.tokens` (-1: equal). Fails the test when that position is not
+// a near tie of the reference's logits; `divergences` counts the accepted ones.
+int64_t check_equal_up_to_near_tie(const GreedyReference& reference, const std::vector<int32_t>& tokens,
+                                   const std::string& label, int64_t& divergences);
 
 }  // namespace klspec::test

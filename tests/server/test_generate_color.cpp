@@ -10,7 +10,7 @@ namespace {
 
 // A loose KL judge on stories260K and its Q4_0 draft: some drafts are relaxed, some rejected.
 const std::string kGenerate = test::kCli + " generate -m " + test::kTargetModel + " -md " + test::kDraftQ4 +
-                              " -p 'One day, a little girl named Lily' -n 64 -t 1 --judge kl --judge-threshold 0.5"
+                              " -p 'One day, a little girl named Lily' -n 64 -t 1 --judge kl --judge-threshold 0.5 --draft-policy fixed"
                               " --confidence-mask 1";
 
 // stdout alone (run_command adds stderr to what it captures).

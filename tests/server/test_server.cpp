@@ -148,7 +148,7 @@ std::vector<std::string> sse_events(const std::string& body) {
 // Greedy vanilla judge decoding is lossless: the server returns what `klspec generate` prints.
 TEST_F(ServerTest, CompletionEqualsGenerate) {
     const test::CommandResult cli = test::run_command(test::kCli + " generate -m " + test::kTargetModel + " -md " +
-                                                      test::kDraftQ4 + " -p 'Once upon a time' -n 32 -t 1 --json");
+                                                      test::kDraftQ4 + " -p 'Once upon a time' -n 32 -t 1 --draft-policy fixed --json");
     ASSERT_EQ(cli.exit_code, 0) << cli.output;
     const json expected = json::parse(cli.output);
 

@@ -1,0 +1,121 @@
+// The draft policies on real models with fake step costs (SpeculativeDecoder::set_step_costs): Auto drafts
+// long where a batch costs what one token costs, steps aside where every token costs the same, batches
+// target-only under load, probes again, and stays lossless; Off never drafts; the measured costs appear.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "engine/speculative_decoder.h"
+#include "test_support.h"
+
+namespace klspec {
+namespace {
+
+constexpr int32_t kTokens = 64;
+
+ContextOptions test_context(int32_t n_sequences = 1) {
+    ContextOptions options;
+    options.n_ctx = 256;
+    options.n_threads = 1;
+    options.n_sequences = n_sequences;
+    return options;
+}
+
+GenerationOptions automatic(int32_t draft_max = 16) {
+    GenerationOptions options;
+    options.max_tokens = kTokens;
+    options.draft_max = draft_max;
+    options.draft_policy = DraftPolicy::Auto;
+    return options;
+}
+
+// t(b) = fixed + per_token·b milliseconds for b = 1..200.
+BatchCostCurve linear_curve(double fixed, double per_token) {
+    BatchCostCurve curve;
+    for (int32_t b = 1; b <= 200; ++b) curve.record(b, (fixed + per_token * b) * 1e-3);
+    return curve;
+}
+
+class DraftPolicyTest : public ::testing::Test {
+protected:
+    const Model target{test::kTargetModel};
+    const Model draft{test::kDraftQ8};
+};
+
+TEST_F(DraftPolicyTest, MemoryBoundCostsDraftLongAndStayLossless) {
+    SpeculativeDecoder decoder(target, &draft, test_context());
+    decoder.set_step_costs(linear_curve(10.0, 0.0), linear_curve(0.1, 0.0));
+    const test::GreedyReference reference = test::greedy_reference(target, "Once upon a time", kTokens, test_context());
+    const GenerationResult result = decoder.generate("Once upon a time", automatic());
+    int64_t divergences = 0;
+    test::check_equal_up_to_near_tie(reference, result.tokens, "auto, memory-bound", divergences);
+    EXPECT_GE(result.stats.mean_draft_length(), 8.0) << "the Q8_0 draft agrees often: long drafts pay";
+    EXPECT_EQ(result.stats.draft_length_sum, result.stats.drafted);  // greedy, no p-min cut: γ drafts each step
+    EXPECT_GT(result.stats.mat(), 3.0);
+}
+
+TEST_F(DraftPolicyTest, ComputeBoundCostsDecodeTargetOnlyButProbe) {
+    SpeculativeDecoder decoder(target, &draft, test_context());
+    decoder.set_step_costs(linear_curve(0.0, 1.0), linear_curve(0.5, 0.0));
+    const test::GreedyReference reference = test::greedy_reference(target, "Once upon a time", kTokens, test_context());
+    const GenerationResult result = decoder.generate("Once upon a time", automatic());
+    int64_t divergences = 0;
+    test::check_equal_up_to_near_tie(reference, result.tokens, "auto, compute-bound", divergences);
+    // Probes come after 8, then 16, 32 ... target-only steps, each of kProbeLength drafts.
+    EXPECT_GE(result.stats.target_only_steps, result.stats.target_calls - 3);
+    EXPECT_GT(result.stats.drafted, 0) << "a sequence that stopped drafting is probed again";
+    EXPECT_LE(result.stats.drafted, 3 * DraftProbe::kProbeLength);
+}
+
+TEST_F(DraftPolicyTest, UnderLoadATargetOnlyBatchBeatsSpeculation) {
+    // t(b) = 10 + 3b ms, draft 0.5 ms a depth, acceptance at its prior 0.5: one sequence gets 1.5 tokens
+    // in 16.5 ms with γ 1 against 1 in 13; four get 4 in 22 ms target-only against 6 in 34.5 with γ 1.
+    const std::vector<std::string> prompts = test::story_prompts(4);
+    for (const int32_t slots : {1, 4}) {
+        SpeculativeDecoder decoder(target, &draft, test_context(slots));
+        decoder.set_step_costs(linear_curve(10.0, 3.0), linear_curve(0.5, 0.0));
+        std::vector<Sequence> sequences;
+        for (int32_t id = 0; id < slots; ++id)
+            sequences.push_back(decoder.start(id, prompts[static_cast<size_t>(id)], automatic()));
+        std::vector<Sequence*> batch;
+        for (Sequence& seq : sequences) batch.push_back(&seq);
+        // Decode only while all are running, so the load stays `slots`: the first steps decide.
+        for (int step = 0; step < 6; ++step) decoder.step(batch);
+        int64_t target_only = 0, calls = 0;
+        for (const Sequence* seq : batch) {
+            target_only += seq->result().stats.target_only_steps;
+            calls += seq->result().stats.target_calls;
+        }
+        if (slots == 1) {
+            EXPECT_EQ(target_only, 0) << "one sequence: speculation pays";
+        } else {
+            EXPECT_EQ(target_only, calls) << slots << " sequences: a target-only batch pays more";
+        }
+    }
+}
+
+TEST_F(DraftPolicyTest, OffNeverDraftsAndAutoMeasuresCosts) {
+    SpeculativeDecoder decoder(target, &draft, test_context());
+    GenerationOptions off = automatic();
+    off.draft_policy = DraftPolicy::Off;
+    const GenerationResult plain = decoder.generate("Once upon a time", off);
+    EXPECT_EQ(plain.stats.drafted, 0);
+    EXPECT_EQ(plain.stats.draft_calls, 0);
+    EXPECT_EQ(plain.stats.target_only_steps, plain.stats.target_calls);
+    // Every target call is timed; only an Auto sequence's first step calibrates other sizes.
+    EXPECT_EQ(decoder.verify_costs().points().size(), 1u);
+    EXPECT_TRUE(decoder.draft_costs().empty());
+
+    const GenerationResult result = decoder.generate("Once upon a time", automatic(8));
+    // Calibration timed batch sizes 1, 2, 4, 8 and 9 (one slot at draft-max 8) and the draft's size 1.
+    for (const int32_t size : {1, 2, 4, 8, 9}) EXPECT_EQ(decoder.verify_costs().points().count(size), 1u) << size;
+    EXPECT_EQ(decoder.draft_costs().points().count(1), 1u);
+    EXPECT_GT(decoder.verify_costs().seconds(1), 0.0);
+    int64_t divergences = 0;
+    test::check_equal_up_to_near_tie(test::greedy_reference(target, "Once upon a time", kTokens, test_context()),
+                                     result.tokens, "auto, measured costs", divergences);
+}
+
+}  // namespace
+}  // namespace klspec
