@@ -35,22 +35,46 @@ double BatchCostCurve::seconds(int32_t batch_size) const {
         const auto& [size, secs] = *mean_.begin();
         return secs * double(std::max(batch_size, 1)) / double(size);
     }
+    double estimate;
     auto upper = mean_.lower_bound(batch_size);
-    if (upper != mean_.end() && upper->first == batch_size) return upper->second;
-    if (upper == mean_.begin()) {
-        // Below the smallest size: no cheaper than it (a batch never costs less for fewer tokens here).
-        return upper->second;
+    if (upper != mean_.end() && upper->first == batch_size) {
+        estimate = upper->second;
+    } else if (upper == mean_.begin()) {
+        estimate = upper->second;  // below the smallest size: no cheaper than it
+    } else {
+        if (upper == mean_.end()) upper = std::prev(mean_.end());  // extrapolate through the two largest sizes
+        const auto lower = std::prev(upper);
+        const double slope = (upper->second - lower->second) / double(upper->first - lower->first);
+        estimate = lower->second + slope * double(batch_size - lower->first);
     }
-    if (upper == mean_.end()) upper = std::prev(mean_.end());  // extrapolate through the two largest sizes
-    const auto lower = std::prev(upper);
-    const double slope = (upper->second - lower->second) / double(upper->first - lower->first);
-    return std::max(0.0, lower->second + slope * double(batch_size - lower->first));
+    // Never below a smaller size's cost: noise in one size's average must not make a longer draft look free.
+    for (auto it = mean_.begin(); it != mean_.end() && it->first < batch_size; ++it)
+        estimate = std::max(estimate, it->second);
+    return estimate;
 }
 
 void AcceptanceEstimate::record(int32_t drafted, int32_t accepted) {
-    if (drafted <= 0) return;
-    kept_ = kDecay * kept_ + double(accepted);
-    trials_ = kDecay * trials_ + double(accepted) + (accepted < drafted ? 1.0 : 0.0);
+    kept_ = decay_ * kept_ + double(std::max(accepted, 0));
+    trials_ = decay_ * trials_ + double(std::max(accepted, 0)) + (accepted < drafted ? 1.0 : 0.0);
+}
+
+std::vector<int32_t> sequential_equal_split(std::span<const BatchShare> shares) {
+    std::vector<int32_t> left;
+    for (const BatchShare& share : shares) left.push_back(std::max(share.tokens, 0));
+    std::vector<int32_t> micro_batches;
+    std::vector<size_t> members;
+    while (true) {
+        members.clear();
+        for (size_t i = 0; i < shares.size(); ++i) {
+            if (left[i] == 0) continue;
+            if (members.empty() || shares[i].sequence_id == shares[members.back()].sequence_id + 1) members.push_back(i);
+        }
+        if (members.empty()) return micro_batches;
+        int32_t each = left[members.front()];
+        for (const size_t i : members) each = std::min(each, left[i]);
+        for (const size_t i : members) left[i] -= each;
+        micro_batches.push_back(each * static_cast<int32_t>(members.size()));
+    }
 }
 
 double expected_tokens(int32_t gamma, double acceptance) {
@@ -62,16 +86,17 @@ double expected_tokens(int32_t gamma, double acceptance) {
 DraftChoice evaluate_draft_lengths(const BatchCostCurve& verify, const BatchCostCurve& draft,
                                    std::span<const DraftCandidate> candidates, std::vector<int32_t> lengths) {
     DraftChoice choice;
-    int32_t batch = 0, deepest = 0;
+    std::vector<BatchShare> shares;
+    int32_t deepest = 0;
     for (size_t s = 0; s < candidates.size(); ++s) {
         choice.expected_tokens += expected_tokens(lengths[s], candidates[s].acceptance);
-        batch += lengths[s] + 1;
+        shares.push_back({candidates[s].sequence_id, lengths[s] + 1});
         deepest = std::max(deepest, lengths[s]);
     }
-    choice.expected_seconds = batch > 0 ? verify.seconds(batch) : 0.0;
+    for (const int32_t size : sequential_equal_split(shares)) choice.expected_seconds += verify.seconds(size);
     for (int32_t depth = 0; depth < deepest; ++depth) {
-        const auto drafting = std::count_if(lengths.begin(), lengths.end(), [&](int32_t g) { return g > depth; });
-        choice.expected_seconds += draft.seconds(static_cast<int32_t>(drafting));
+        for (size_t s = 0; s < candidates.size(); ++s) shares[s].tokens = lengths[s] > depth ? 1 : 0;
+        for (const int32_t size : sequential_equal_split(shares)) choice.expected_seconds += draft.seconds(size);
     }
     choice.lengths = std::move(lengths);
     return choice;
@@ -81,25 +106,37 @@ DraftChoice choose_draft_lengths(const BatchCostCurve& verify, const BatchCostCu
                                  std::span<const DraftCandidate> candidates) {
     int32_t longest = 0;
     for (const DraftCandidate& c : candidates) longest = std::max(longest, c.max_length);
-    const auto common = [&](int32_t g) {
-        std::vector<int32_t> lengths;
-        for (const DraftCandidate& c : candidates) lengths.push_back(std::clamp(g, c.min_length, c.max_length));
-        return evaluate_draft_lengths(verify, draft, candidates, std::move(lengths));
+    // Start from the best of: the k sequences with the highest acceptance drafting a common length, the
+    // others none (k = 1..all). A split batch costs another pass, so lengths are coupled and single
+    // changes alone get stuck (two sequences both at 2 can beat either alone at 8 while 8 and 0 is best).
+    std::vector<size_t> by_acceptance(candidates.size());
+    for (size_t s = 0; s < candidates.size(); ++s) by_acceptance[s] = s;
+    std::stable_sort(by_acceptance.begin(), by_acceptance.end(),
+                     [&](size_t a, size_t b) { return candidates[a].acceptance > candidates[b].acceptance; });
+    std::vector<int32_t> lengths(candidates.size());
+    const auto top_k_at = [&](size_t k, int32_t g) {
+        for (size_t r = 0; r < by_acceptance.size(); ++r) {
+            const DraftCandidate& c = candidates[by_acceptance[r]];
+            lengths[by_acceptance[r]] = std::clamp(r < k ? g : 0, c.min_length, c.max_length);
+        }
+        return evaluate_draft_lengths(verify, draft, candidates, lengths);
     };
-    DraftChoice best = common(0);
-    for (int32_t g = 1; g <= longest; ++g) {
-        DraftChoice c = common(g);
-        if (c.tokens_per_second() > best.tokens_per_second()) best = std::move(c);
+    DraftChoice best = top_k_at(0, 0);
+    for (size_t k = 1; k <= candidates.size(); ++k) {
+        for (int32_t g = 1; g <= longest; ++g) {
+            DraftChoice c = top_k_at(k, g);
+            if (c.tokens_per_second() > best.tokens_per_second()) best = std::move(c);
+        }
     }
-    // Coordinate ascent over single sequences; each pass strictly improves the rate, so it ends.
+    // Then coordinate ascent over single sequences; each change strictly improves the rate, so it ends.
     for (int pass = 0; pass < 4 && candidates.size() > 1; ++pass) {
         bool improved = false;
         for (size_t s = 0; s < candidates.size(); ++s) {
             for (int32_t g = candidates[s].min_length; g <= candidates[s].max_length; ++g) {
                 if (g == best.lengths[s]) continue;
-                std::vector<int32_t> lengths = best.lengths;
+                lengths = best.lengths;
                 lengths[s] = g;
-                DraftChoice c = evaluate_draft_lengths(verify, draft, candidates, std::move(lengths));
+                DraftChoice c = evaluate_draft_lengths(verify, draft, candidates, lengths);
                 if (c.tokens_per_second() > best.tokens_per_second() * (1.0 + 1e-9)) {
                     best = std::move(c);
                     improved = true;

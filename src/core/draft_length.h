@@ -37,23 +37,37 @@ private:
     std::map<int32_t, double> mean_;
 };
 
-// One sequence's running per-position acceptance: the chance that a drafted token is kept given that
-// the ones before it were. Each step is one Bernoulli trial per judged position (the accepted ones and
-// the rejected one); old steps fade (factor `decay` per step) so a change of topic shows within a few
-// steps, and a weak prior keeps the first steps from extremes.
+// A running per-position acceptance: the chance that a drafted token is kept given that the ones before
+// it were. Each step is one Bernoulli trial per judged position (the accepted ones and the rejected one).
+// Evidence fades by `decay` per step, drafting or not, so a sequence that stopped drafting drifts back to
+// the prior and tries again. The prior is the decoder-wide rate for one sequence's estimate (one
+// sequence's recent steps say little more than all sequences' do), and 0.5 for the decoder-wide one.
 class AcceptanceEstimate {
 public:
-    static constexpr double kPrior = 0.5;
-    static constexpr double kPriorWeight = 2.0;
-    static constexpr double kDecay = 0.9;
+    static constexpr double kSequenceDecay = 0.9;   // a topic change shows within a few steps
+    static constexpr double kDecoderDecay = 0.99;
+    static constexpr double kPriorWeight = 4.0;     // trials' worth of prior
 
+    explicit AcceptanceEstimate(double decay = kSequenceDecay) : decay_(decay) {}
     void record(int32_t drafted, int32_t accepted);
-    double rate() const { return (kept_ + kPrior * kPriorWeight) / (trials_ + kPriorWeight); }
+    double rate(double prior = 0.5) const { return (kept_ + prior * kPriorWeight) / (trials_ + kPriorWeight); }
 
 private:
+    double decay_;
     double kept_ = 0;
     double trials_ = 0;
 };
+
+// One sequence's share of a llama_decode batch, in batch order.
+struct BatchShare {
+    int32_t sequence_id = 0;
+    int32_t tokens = 0;
+};
+// The micro-batches (their token counts) llama.cpp cuts a batch into when every sequence has a KV stream
+// of its own (llama_batch_allocr::split_equal, sequential): each takes, in batch order, the sequences with
+// tokens left whose ids follow one another (0, 1, 2, ...: a gap starts another micro-batch), and the same
+// number of tokens from each, the fewest any of them has left. Each micro-batch is a pass over the weights.
+std::vector<int32_t> sequential_equal_split(std::span<const BatchShare> shares);
 
 // Expected tokens one step emits with γ drafts at per-position acceptance α: the accepted prefix plus
 // the target's own token, (1 − α^{γ+1}) / (1 − α).
@@ -61,6 +75,7 @@ double expected_tokens(int32_t gamma, double acceptance);
 
 // One sequence of a step, as the choice sees it.
 struct DraftCandidate {
+    int32_t sequence_id = 0;  // its KV stream: which sequences share a micro-batch (sequential_equal_split)
     double acceptance = 0.0;  // per-position acceptance estimate
     int32_t min_length = 0;   // γ bounds; min = max fixes the length (a sequence not under Auto)
     int32_t max_length = 0;
@@ -69,18 +84,19 @@ struct DraftCandidate {
 struct DraftChoice {
     std::vector<int32_t> lengths;   // γ per candidate
     double expected_tokens = 0;     // Σ E(γ_s, α_s)
-    double expected_seconds = 0;    // t_verify(Σ(γ_s + 1)) + Σ_depth t_draft(drafting at that depth)
+    double expected_seconds = 0;    // Σ t_verify over the target batch's micro-batches + the same per draft depth
     double tokens_per_second() const { return expected_seconds > 0 ? expected_tokens / expected_seconds : 0.0; }
 };
 
 // The step's cost under `lengths`: one target batch of every sequence's last token and drafts, and one
-// draft batch per depth over the sequences still drafting there.
+// draft batch per depth over the sequences still drafting there, each cut as sequential_equal_split cuts
+// it (so unequal lengths, which split a batch, cost what they cost).
 DraftChoice evaluate_draft_lengths(const BatchCostCurve& verify, const BatchCostCurve& draft,
                                    std::span<const DraftCandidate> candidates, std::vector<int32_t> lengths);
 
-// The lengths maximising expected tokens per second: the best common length first, then each sequence's
-// length in turn while that improves the rate (so a sequence whose draft rarely hits stops drafting while
-// the others go on).
+// The lengths maximising expected tokens per second: the best of "the k most accepting sequences draft a
+// common length, the rest none" first, then each sequence's length in turn while that improves the rate
+// (so a sequence whose draft rarely hits stops drafting while the others go on).
 DraftChoice choose_draft_lengths(const BatchCostCurve& verify, const BatchCostCurve& draft,
                                  std::span<const DraftCandidate> candidates);
 

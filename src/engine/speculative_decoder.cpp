@@ -26,6 +26,18 @@ const std::shared_ptr<const Judge>& vanilla_judge() {
 
 int32_t to_int(size_t n) { return static_cast<int32_t>(n); }
 
+// Whether llama.cpp decodes the batch in one micro-batch: only those calls time a batch of its size (the
+// cost curves are per micro-batch; the cost model adds up a split batch's parts itself).
+bool is_one_micro_batch(const Batch& batch) {
+    const llama_batch& b = batch.get();
+    std::vector<BatchShare> shares;
+    for (int32_t i = 0; i < b.n_tokens; ++i) {
+        if (shares.empty() || shares.back().sequence_id != b.seq_id[i][0]) shares.push_back({b.seq_id[i][0], 0});
+        ++shares.back().tokens;
+    }
+    return sequential_equal_split(shares).size() == 1;
+}
+
 }  // namespace
 
 void validate(const GenerationOptions& options) {
@@ -159,7 +171,8 @@ void SpeculativeDecoder::choose_draft_lengths_for(std::span<Sequence* const> act
         const bool automatic = options.draft_policy == DraftPolicy::Auto && cap > 0;
         any_auto = any_auto || automatic;
         seq->gamma_ = options.draft_policy == DraftPolicy::Off ? 0 : std::min(seq->draft_budget_, cap);
-        candidates.push_back({seq->acceptance_estimate_.rate(), automatic ? 0 : seq->gamma_, automatic ? cap : seq->gamma_});
+        candidates.push_back({seq->id_, seq->acceptance_estimate_.rate(decoder_acceptance_.rate()),
+                              automatic ? 0 : seq->gamma_, automatic ? cap : seq->gamma_});
     }
     if (!any_auto) return;
     if (!costs_calibrated_) calibrate_step_costs(*active.front());
@@ -225,7 +238,8 @@ void SpeculativeDecoder::draft_all(std::span<Sequence* const> active) {
     while (draft_batch_.size() > 0) {
         const double decode_start = draft_ctx_->decode_seconds();
         draft_ctx_->decode(draft_batch_);
-        if (measure_costs_) draft_costs_.record(draft_batch_.size(), draft_ctx_->decode_seconds() - decode_start);
+        if (measure_costs_ && is_one_micro_batch(draft_batch_))
+            draft_costs_.record(draft_batch_.size(), draft_ctx_->decode_seconds() - decode_start);
         draft_batch_.clear();
         for (size_t s = 0; s < drafting.size(); ++s) {
             if (draft_rows_of_[s] < 0) continue;
@@ -305,7 +319,7 @@ void SpeculativeDecoder::verify_all(std::span<Sequence* const> active) {
     target_ctx_.decode(target_batch_);
     const double seconds = seconds_since(start);
     const double llama_seconds = target_ctx_.decode_seconds() - llama_start;
-    if (measure_costs_) verify_costs_.record(target_batch_.size(), llama_seconds);
+    if (measure_costs_ && is_one_micro_batch(target_batch_)) verify_costs_.record(target_batch_.size(), llama_seconds);
     for (Sequence* seq : active) {
         ++seq->result_.stats.target_calls;
         seq->result_.stats.verify_seconds += seconds;
@@ -364,8 +378,10 @@ void SpeculativeDecoder::judge_emit_roll_back(Sequence& seq, const StepCallback&
     } positions(*this, seq);
 
     const StepOutcome outcome = seq.acceptance_.run(k, positions, positions.target_logits(k), seq.rng_);
-    const double acceptance_estimate = seq.acceptance_estimate_.rate();  // what this step's γ was chosen on
+    // What this step's γ was chosen on (approximately: other sequences' steps may have moved the prior since).
+    const double acceptance_estimate = seq.acceptance_estimate_.rate(decoder_acceptance_.rate());
     seq.acceptance_estimate_.record(k, outcome.accepted);
+    if (k > 0) decoder_acceptance_.record(k, outcome.accepted);
     stats.drafted += k;
     stats.draft_length_sum += seq.gamma_;
     stats.target_only_steps += k == 0;

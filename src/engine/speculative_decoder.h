@@ -92,7 +92,8 @@ private:
     int32_t draft_cached_ = 0;      // positions cached in the draft
     int32_t draft_budget_ = 0;      // γ for the next step under Fixed / Adaptive: draft_max, or the adaptive value
     int32_t gamma_ = 0;             // this step's γ: chosen by the policy, capped by -n and the context
-    AcceptanceEstimate acceptance_estimate_;  // running per-position acceptance (the cost model's α)
+    AcceptanceEstimate acceptance_estimate_;  // running per-position acceptance (the cost model's α), whose
+                                              // prior is the decoder-wide estimate
     DraftProbe probe_;              // Auto: drafts again now and then after choosing target-only
     Rng rng_;
     TextStream stream_;
@@ -180,6 +181,7 @@ private:
     BatchCostCurve verify_costs_;         // measured at every target / draft llama_decode of a step
     BatchCostCurve draft_costs_;
     bool costs_calibrated_ = false;
+    AcceptanceEstimate decoder_acceptance_{AcceptanceEstimate::kDecoderDecay};  // all sequences' drafting steps
     bool measure_costs_ = true;
     JudgeObserver observer_;
 };

@@ -17,10 +17,33 @@ BatchCostCurve linear_curve(double fixed, double per_token, int32_t max_size = 1
     return curve;
 }
 
+// Sequences 0, 1, 2, ... (one micro-batch when their lengths are equal).
 std::vector<DraftCandidate> candidates(std::vector<double> acceptances, int32_t max_length = 16) {
     std::vector<DraftCandidate> out;
-    for (const double a : acceptances) out.push_back({a, 0, max_length});
+    for (const double a : acceptances) out.push_back({static_cast<int32_t>(out.size()), a, 0, max_length});
     return out;
+}
+
+TEST(DraftLength, SequentialEqualSplitAsLlamaCpp) {
+    using Split = std::vector<int32_t>;
+    const auto split = [](std::vector<BatchShare> shares) { return sequential_equal_split(shares); };
+    EXPECT_EQ(split({{0, 9}, {1, 9}, {2, 9}}), Split{27});          // equal lengths: one micro-batch
+    EXPECT_EQ(split({{0, 1}, {1, 5}, {2, 5}}), Split({3, 8}));      // then the longer two together
+    EXPECT_EQ(split({{0, 5}, {1, 1}, {2, 5}}), Split({3, 4, 4}));   // 0 and 2 are not consecutive
+    EXPECT_EQ(split({{0, 2}, {2, 2}}), Split({2, 2}));              // a gap in the ids splits
+    EXPECT_EQ(split({{3, 1}, {4, 0}, {5, 1}}), Split({1, 1}));      // an empty share is a gap too
+    EXPECT_TRUE(split({}).empty());
+}
+
+TEST(DraftLength, UnequalLengthsPayForTheirMicroBatches) {
+    // A memory-bound target (every micro-batch costs 10 ms): two sequences, one with a far better draft.
+    // Unequal lengths would cost two passes, so both draft the same length.
+    const BatchCostCurve verify = linear_curve(10.0, 0.0), draft = linear_curve(0.1, 0.0);
+    const DraftChoice choice = choose_draft_lengths(verify, draft, candidates({0.9, 0.3}));
+    EXPECT_EQ(choice.lengths[0], choice.lengths[1]);
+    EXPECT_GT(choice.lengths[0], 0);
+    EXPECT_NEAR(evaluate_draft_lengths(verify, draft, candidates({0.9, 0.3}), {4, 0}).expected_seconds,
+                2 * 10e-3 + 4 * 0.1e-3, 1e-12);
 }
 
 TEST(DraftLength, ExpectedTokensByHand) {
@@ -41,20 +64,28 @@ TEST(DraftLength, CurveInterpolatesExtrapolatesAndAverages) {
     EXPECT_DOUBLE_EQ(curve.seconds(1), 1.0);   // never below the smallest size
     curve.record(2, 2.0);                      // running average: 1.0 + 0.2 (2.0 − 1.0)
     EXPECT_DOUBLE_EQ(curve.seconds(2), 1.2);
+    curve.record(6, 1.0);  // a noisy size below a smaller one's cost reads as that cost
+    EXPECT_DOUBLE_EQ(curve.seconds(6), 1.2);
+    EXPECT_DOUBLE_EQ(curve.seconds(4), 1.2);
     curve.record(0, 5.0);  // nonsense is ignored
     curve.record(3, -1.0);
-    EXPECT_EQ(curve.points().size(), 2u);
+    EXPECT_EQ(curve.points().size(), 3u);
 }
 
 TEST(DraftLength, AcceptanceEstimateByHand) {
-    AcceptanceEstimate estimate;
-    EXPECT_DOUBLE_EQ(estimate.rate(), 0.5);  // the prior
-    estimate.record(4, 4);                   // 4 kept of 4 trials
-    EXPECT_DOUBLE_EQ(estimate.rate(), 5.0 / 6.0);
+    AcceptanceEstimate estimate;  // decay 0.9, prior weight 4
+    EXPECT_DOUBLE_EQ(estimate.rate(), 0.5);
+    EXPECT_DOUBLE_EQ(estimate.rate(0.8), 0.8);  // no evidence: the prior
+    estimate.record(4, 4);                      // 4 kept of 4 trials
+    EXPECT_DOUBLE_EQ(estimate.rate(0.5), (4.0 + 2.0) / (4.0 + 4.0));
     estimate.record(4, 1);  // kept 0.9·4 + 1, trials 0.9·4 + 1 + 1 (the rejection)
-    EXPECT_DOUBLE_EQ(estimate.rate(), (4.6 + 1.0) / (5.6 + 2.0));
-    estimate.record(0, 0);  // a target-only step is no evidence
-    EXPECT_DOUBLE_EQ(estimate.rate(), (4.6 + 1.0) / (5.6 + 2.0));
+    EXPECT_DOUBLE_EQ(estimate.rate(0.5), (4.6 + 2.0) / (5.6 + 4.0));
+    estimate.record(0, 0);  // a target-only step: the evidence fades toward the prior
+    EXPECT_DOUBLE_EQ(estimate.rate(0.5), (0.9 * 4.6 + 2.0) / (0.9 * 5.6 + 4.0));
+    AcceptanceEstimate slow(AcceptanceEstimate::kDecoderDecay);
+    slow.record(2, 0);
+    slow.record(2, 0);
+    EXPECT_DOUBLE_EQ(slow.rate(), 2.0 / (1.99 + 4.0));
 }
 
 TEST(DraftLength, MemoryBoundTargetDraftsLong) {
@@ -103,8 +134,9 @@ TEST(DraftLength, UnderLoadTargetOnlyBatchBeatsSpeculation) {
 }
 
 TEST(DraftLength, ASequenceWhoseDraftNeverHitsStepsAside) {
-    // Two sequences share a slightly growing batch: the one with acceptance 0 stops drafting, the other goes on.
-    const BatchCostCurve verify = linear_curve(10.0, 0.1), draft = linear_curve(0.1, 0.0);
+    // Two sequences share a batch whose tokens cost more than a second micro-batch's fixed part: the one
+    // with acceptance 0 stops drafting, the other goes on.
+    const BatchCostCurve verify = linear_curve(2.0, 0.5), draft = linear_curve(0.1, 0.0);
     const DraftChoice choice = choose_draft_lengths(verify, draft, candidates({0.9, 0.0}));
     EXPECT_GT(choice.lengths[0], 4);
     EXPECT_EQ(choice.lengths[1], 0);
@@ -112,7 +144,7 @@ TEST(DraftLength, ASequenceWhoseDraftNeverHitsStepsAside) {
 
 TEST(DraftLength, FixedSequencesKeepTheirLengthAndTheOthersRespondBest) {
     const BatchCostCurve verify = linear_curve(5.0, 1.0), draft = linear_curve(0.1, 0.0);
-    const std::vector<DraftCandidate> mixed = {{0.3, 8, 8}, {0.8, 0, 16}};
+    const std::vector<DraftCandidate> mixed = {{0, 0.3, 8, 8}, {1, 0.8, 0, 16}};
     const DraftChoice choice = choose_draft_lengths(verify, draft, mixed);
     EXPECT_EQ(choice.lengths[0], 8);
     // The free sequence's length is its best response to the fixed one's (brute force).
