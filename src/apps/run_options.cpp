@@ -143,7 +143,7 @@ void add_generation_options(CLI::App& app, GenerationOptions& gen) {
                                                                                 {"fixed", DraftPolicy::Fixed},
                                                                                 {"adaptive", DraftPolicy::Adaptive},
                                                                                 {"off", DraftPolicy::Off}}))
-        ->default_str(std::string(draft_policy_name(gen.draft_policy)));
+        ->option_text("auto|fixed|adaptive|off=" + std::string(draft_policy_name(gen.draft_policy)));
     app.add_option("--draft-min,--spec-draft-n-min", gen.draft_min,
                    "Drop drafts shorter than this (a target-only step), as llama.cpp")
         ->capture_default_str()->check(kNonNegative);
