@@ -41,12 +41,14 @@ private:
 // it were. Each step is one Bernoulli trial per judged position (the accepted ones and the rejected one).
 // Evidence fades by `decay` per step, drafting or not, so a sequence that stopped drafting drifts back to
 // the prior and tries again. The prior is the decoder-wide rate for one sequence's estimate (one
-// sequence's recent steps say little more than all sequences' do), and 0.5 for the decoder-wide one.
+// sequence's recent steps say little more than all sequences' do), and kDecoderPrior for the decoder-wide
+// one: optimistic, so that a fresh decoder drafts and learns its pair's rate in its first steps.
 class AcceptanceEstimate {
 public:
     static constexpr double kSequenceDecay = 0.9;   // a topic change shows within a few steps
     static constexpr double kDecoderDecay = 0.99;
     static constexpr double kPriorWeight = 4.0;     // trials' worth of prior
+    static constexpr double kDecoderPrior = 0.75;   // a working pair's per-position acceptance, roughly
 
     explicit AcceptanceEstimate(double decay = kSequenceDecay) : decay_(decay) {}
     void record(int32_t drafted, int32_t accepted);

@@ -171,7 +171,7 @@ void SpeculativeDecoder::choose_draft_lengths_for(std::span<Sequence* const> act
         const bool automatic = options.draft_policy == DraftPolicy::Auto && cap > 0;
         any_auto = any_auto || automatic;
         seq->gamma_ = options.draft_policy == DraftPolicy::Off ? 0 : std::min(seq->draft_budget_, cap);
-        candidates.push_back({seq->id_, seq->acceptance_estimate_.rate(decoder_acceptance_.rate()),
+        candidates.push_back({seq->id_, seq->acceptance_estimate_.rate(decoder_acceptance_.rate(AcceptanceEstimate::kDecoderPrior)),
                               automatic ? 0 : seq->gamma_, automatic ? cap : seq->gamma_});
     }
     if (!any_auto) return;
@@ -379,7 +379,8 @@ void SpeculativeDecoder::judge_emit_roll_back(Sequence& seq, const StepCallback&
 
     const StepOutcome outcome = seq.acceptance_.run(k, positions, positions.target_logits(k), seq.rng_);
     // What this step's γ was chosen on (approximately: other sequences' steps may have moved the prior since).
-    const double acceptance_estimate = seq.acceptance_estimate_.rate(decoder_acceptance_.rate());
+    const double acceptance_estimate =
+        seq.acceptance_estimate_.rate(decoder_acceptance_.rate(AcceptanceEstimate::kDecoderPrior));
     seq.acceptance_estimate_.record(k, outcome.accepted);
     if (k > 0) decoder_acceptance_.record(k, outcome.accepted);
     stats.drafted += k;

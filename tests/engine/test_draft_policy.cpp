@@ -69,12 +69,12 @@ TEST_F(DraftPolicyTest, ComputeBoundCostsDecodeTargetOnlyButProbe) {
 }
 
 TEST_F(DraftPolicyTest, UnderLoadATargetOnlyBatchBeatsSpeculation) {
-    // t(b) = 10 + 3b ms, draft 0.5 ms a depth, acceptance at its prior 0.5: one sequence gets 1.5 tokens
-    // in 16.5 ms with γ 1 against 1 in 13; four get 4 in 22 ms target-only against 6 in 34.5 with γ 1.
+    // t(b) = 4 + 5b ms, draft 0.5 ms a depth, acceptance at the decoder's prior 0.75: one sequence gets
+    // 1.75 tokens in 14.5 ms with γ 1 against 1 in 9; four get 4 in 24 ms target-only against 7 in 44.5.
     const std::vector<std::string> prompts = test::story_prompts(4);
     for (const int32_t slots : {1, 4}) {
         SpeculativeDecoder decoder(target, &draft, test_context(slots));
-        decoder.set_step_costs(linear_curve(10.0, 3.0), linear_curve(0.5, 0.0));
+        decoder.set_step_costs(linear_curve(4.0, 5.0), linear_curve(0.5, 0.0));
         std::vector<Sequence> sequences;
         for (int32_t id = 0; id < slots; ++id)
             sequences.push_back(decoder.start(id, prompts[static_cast<size_t>(id)], automatic()));

@@ -1,0 +1,331 @@
+#!/usr/bin/python3
+"""The speed report: writes docs/speed.md, every ratio measured side by side in one run on this machine.
+
+  /usr/bin/python3 bench/speed_report.py [--out docs/speed.md] [--work ~/.cache/klspec/speed-report] \\
+      [--targets default,F16,Q8_0,Q4_0,Q4_K_M] [--limit-default 100] [--limit-grown 8] [--np-limit 16] \\
+      [--tau auto|VALUE] [--threads 2] [--fresh]
+
+For the default pair (models/testbed-*.gguf) and the grown targets (bench/grow_target.py: the default
+target grown function-preservingly to 1.13 GiB of F16, and its Q8_0 / Q4_0 / Q4_K_M quantizations, all
+with the default draft):
+  * the pinned llama-bench's cost curve (one decode of b tokens, b = 1, 2, 3, 5, 9, 17) and the draft's;
+  * the ceiling it implies for vanilla at γ: MAT(γ) t_1 / (t_{γ+1} + γ t_draft), with MAT(γ) measured;
+  * `klspec bench` on the word problems (data/testbed_word_test.jsonl): target-only, vanilla at fixed γ 4,
+    8 and 16, the automatic choice (the default), and KL at the τ `klspec calibrate` picks;
+  * on the grown F16 target: -np 8 target-only, fixed γ 8 and automatic against -np 1;
+  * `llama-speculative-simple --spec-type draft-simple` against `klspec generate` on the same prompts.
+The grown targets compute what the default target computes, so accuracy and acceptance carry over; their
+speed is measured on the first --limit-grown problems. Each measurement is kept as JSON under --work and
+reused by a rerun (--fresh measures again): an interrupted report resumes.
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+import llama_bench_lib as lb  # noqa: E402
+
+KLSPEC = ROOT / "build" / "klspec"
+DRAFT = ROOT / "models" / "testbed-draft.gguf"
+DEFAULT_TARGET = ROOT / "models" / "testbed-target.gguf"
+GROWN = "testbed-target-w4-f3-l12-{}.gguf"
+WORDS = ROOT / "data" / "testbed_word_test.jsonl"
+BATCHES = [1, 2, 3, 5, 9, 17]
+GAMMAS = [4, 8, 16]
+LLAMA_DECODED = re.compile(r"decoded\s+(\d+)\s+tokens in\s+([\d.]+)\s+seconds")
+LLAMA_ACCEPT = re.compile(r"accept\s*=\s*([\d.]+)%")
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+class Store:
+    """One JSON file per measurement under `work`: a rerun reuses what is there."""
+
+    def __init__(self, work, fresh):
+        self.work = Path(work)
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.fresh = fresh
+
+    def get(self, key, measure):
+        path = self.work / (re.sub(r"[^A-Za-z0-9_.-]+", "_", key) + ".json")
+        if path.exists() and not self.fresh:
+            return json.loads(path.read_text())
+        log(f"measuring {key}")
+        value = measure()
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(value))
+        tmp.replace(path)
+        return value
+
+
+def run(cmd, **kw):
+    done = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kw)
+    if done.returncode != 0:
+        sys.exit(f"speed_report: {' '.join(map(str, cmd))} failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    return done
+
+
+def cpu_header():
+    out = run(["lscpu"]).stdout
+    keep = ("Model name", "CPU(s)", "Thread(s) per core", "L1d cache", "L2 cache", "L3 cache", "Flags")
+    lines = []
+    for line in out.splitlines():
+        key = line.split(":")[0].strip()
+        if key in keep and key != "Flags":
+            lines.append(f"- {key}: {line.split(':', 1)[1].strip()}")
+        if key == "Flags":
+            flags = set(line.split(":", 1)[1].split())
+            simd = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_tile") if f in flags]
+            lines.append(f"- SIMD: {', '.join(simd)}")
+    return lines
+
+
+def llama_curve(binary, lib_path, model, threads, reps):
+    records = lb.llama_bench(binary, model, BATCHES, [], threads, reps, lib_path)
+    per = lb.summarize(records)
+    return {str(n): lb.stats(per[("pp", n)], n)["ms"] for n in BATCHES}
+
+
+def klspec_bench(target, limit, flags, threads, n_predict=384, parallel=1):
+    cmd = [KLSPEC, "bench", "--dataset", WORDS, "--limit", limit, "-t", threads, "-n", n_predict,
+           "-m", target, "-md", DRAFT, "-np", parallel, "--json"] + flags
+    out = json.loads(run(cmd).stdout)
+    out["command"] = " ".join(map(str, cmd)).replace(str(ROOT) + "/", "")
+    return out
+
+
+def prompts(count):
+    rows = [json.loads(line) for line in WORDS.read_text().splitlines()[:count]]
+    return [r["question"] for r in rows]
+
+
+def speculative_simple(llama_bin, target, prompt, gamma, threads, n_predict):
+    cmd = [llama_bin / "llama-speculative-simple", "-m", target, "-md", DRAFT, "-p", prompt, "-n", n_predict,
+           "-t", threads, "--temp", "0", "--spec-type", "draft-simple", "--spec-draft-n-max", gamma,
+           "--spec-draft-n-min", "0", "-c", "2048"]
+    for _ in range(10):  # its asynchronous logger sometimes exits before the statistics: run again
+        done = subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
+        text = done.stdout + done.stderr
+        decoded, accept = LLAMA_DECODED.search(text), LLAMA_ACCEPT.search(text)
+        if decoded and accept:
+            return {"tokens": int(decoded.group(1)), "seconds": float(decoded.group(2)),
+                    "acceptance": float(accept.group(1)) / 100}
+    sys.exit("speed_report: llama-speculative-simple never printed its statistics")
+
+
+def klspec_generate(target, prompt, flags, threads, n_predict):
+    cmd = [KLSPEC, "generate", "-m", target, "-md", DRAFT, "-p", prompt, "-n", n_predict, "-t", threads,
+           "--json"] + flags
+    stats = json.loads(run(cmd).stdout)["stats"]
+    return {"tokens": stats["emitted"], "seconds": stats["seconds"]["decode"], "acceptance": stats["acceptance_rate"]}
+
+
+def rate(runs):
+    return sum(r["tokens"] for r in runs) / sum(r["seconds"] for r in runs)
+
+
+def fmt(x, digits=1):
+    return "—" if x is None else f"{x:.{digits}f}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "speed.md")
+    ap.add_argument("--work", type=Path, default=Path.home() / ".cache" / "klspec" / "speed-report")
+    ap.add_argument("--targets", default="default,F16,Q8_0,Q4_0,Q4_K_M")
+    ap.add_argument("--limit-default", type=int, default=100, help="word problems on the default pair")
+    ap.add_argument("--limit-grown", type=int, default=8, help="word problems on each grown target")
+    ap.add_argument("--np-limit", type=int, default=16, help="word problems of the -np 8 runs (grown F16)")
+    ap.add_argument("--tau", default="auto", help="KL threshold, or auto: the one `klspec calibrate` picks")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--reps", type=int, default=5, help="llama-bench -r")
+    ap.add_argument("--spec-prompts", type=int, default=3, help="prompts of the llama-speculative-simple comparison")
+    ap.add_argument("--fresh", action="store_true", help="measure everything again")
+    a = ap.parse_args()
+    if not KLSPEC.exists():
+        sys.exit(f"speed_report: {KLSPEC} is missing: run scripts/build.sh first")
+    store = Store(a.work, a.fresh)
+    install = lb.default_llama_install()
+    llama_bin, lib_path = install / "bin", str(install / "lib")
+    lb.check_override(llama_bin / "llama-bench", lib_path)
+    t = a.threads
+
+    targets = {}
+    for name in a.targets.split(","):
+        if name == "default":
+            targets[name] = DEFAULT_TARGET
+        else:
+            targets[name] = ROOT / "build" / "models" / GROWN.format(name)
+    if any(not p.exists() for p in targets.values()):
+        log("growing the benchmark targets (bench/grow_target.py)")
+        run([sys.executable, HERE / "grow_target.py", "--quantize", "Q8_0,Q4_0,Q4_K_M"])
+
+    # 1. llama-bench cost curves.
+    curves = {name: store.get(f"curve-{name}", lambda p=path: llama_curve(llama_bin / "llama-bench", lib_path, p, t, a.reps))
+              for name, path in targets.items()}
+    draft_curve = store.get("curve-draft", lambda: llama_curve(llama_bin / "llama-bench", lib_path, DRAFT, t, a.reps))
+
+    # 2. calibrate τ for KL on the default pair at γ 8 (fixed, the paper's protocol).
+    if a.tau == "auto":
+        def calibrate():
+            out_dir = a.work / "calibrate-word-g8"
+            cmd = [KLSPEC, "calibrate", "--dataset", WORDS, "-t", t, "-n", 384, "--draft-max", 8, "--rule", "kl",
+                   "--values", "0.2,0.3,0.4,0.5", "--max-loss", "1%", "--out", out_dir, "--json"]
+            report = json.loads(run(cmd).stdout)
+            report["command"] = " ".join(map(str, cmd)).replace(str(ROOT) + "/", "")
+            return report
+        calibration = store.get("calibrate-word-g8", calibrate)
+        # "chosen" is "kl:TAU", or null when no value kept the loss within budget: then the smallest tried.
+        chosen = calibration.get("chosen")
+        tau = float(chosen.split(":")[1]) if chosen else 0.2
+    else:
+        calibration, tau = None, float(a.tau)
+
+    # 3. klspec bench per target.
+    configs = {"target-only": ["--draft-policy", "off"]}
+    for g in GAMMAS:
+        configs[f"vanilla γ {g}"] = ["--draft-policy", "fixed", "--draft-max", str(g)]
+    configs["auto (default)"] = []
+    results = {}
+    for name, path in targets.items():
+        limit = a.limit_default if name == "default" else a.limit_grown
+        for label, flags in configs.items():
+            results[(name, label)] = store.get(f"bench-{name}-{label}-{limit}", lambda p=path, f=flags, l=limit: klspec_bench(p, l, f, t))
+        best_g = max(GAMMAS, key=lambda g: results[(name, f"vanilla γ {g}")]["stats"]["tokens_per_second"])
+        results[(name, "best γ")] = best_g
+        kl_flags = ["--draft-policy", "fixed", "--draft-max", str(best_g), "--judge", "kl", "--judge-threshold", str(tau)]
+        results[(name, "kl")] = store.get(f"bench-{name}-kl{tau}-g{best_g}-{limit}",
+                                          lambda p=path, f=kl_flags, l=limit: klspec_bench(p, l, f, t))
+
+    # 4. -np 8 on the grown F16 target.
+    np_rows = {}
+    if "F16" in targets:
+        for label, flags, par in [("-np 1 auto", [], 1), ("-np 8 target-only", ["--draft-policy", "off"], 8),
+                                  ("-np 8 vanilla γ 8", ["--draft-policy", "fixed", "--draft-max", "8"], 8),
+                                  ("-np 8 auto", [], 8)]:
+            np_rows[label] = store.get(f"np-F16-{label}-{a.np_limit}",
+                                       lambda f=flags, p=par: klspec_bench(targets["F16"], a.np_limit, f, t, parallel=p))
+
+    # 5. llama-speculative-simple against klspec on the same prompts.
+    spec_rows = {}
+    for name, path in targets.items():
+        for g in GAMMAS:
+            spec_rows[(name, f"llama-speculative-simple γ {g}")] = [
+                store.get(f"lss-{name}-g{g}-{i}", lambda p=path, q=q, g=g: speculative_simple(llama_bin, p, q, g, t, 256))
+                for i, q in enumerate(prompts(a.spec_prompts))]
+            spec_rows[(name, f"klspec vanilla γ {g}")] = [
+                store.get(f"gen-{name}-g{g}-{i}", lambda p=path, q=q, g=g: klspec_generate(
+                    p, q, ["--draft-policy", "fixed", "--draft-max", str(g)], t, 256))
+                for i, q in enumerate(prompts(a.spec_prompts))]
+        spec_rows[(name, "klspec auto")] = [
+            store.get(f"gen-{name}-auto-{i}", lambda p=path, q=q: klspec_generate(p, q, [], t, 256))
+            for i, q in enumerate(prompts(a.spec_prompts))]
+
+    write_report(a, targets, curves, draft_curve, results, configs, tau, calibration, np_rows, spec_rows)
+
+
+def write_report(a, targets, curves, draft_curve, results, configs, tau, calibration, np_rows, spec_rows):
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    L = ["# Speed", "",
+         "What speculation gains on this machine, per weight type of the target, every ratio measured side by side",
+         "in one run. Regenerate (about an hour on 2 cores; resumes when interrupted):", "",
+         "```", "/usr/bin/python3 bench/speed_report.py", "```", "",
+         f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, klspec {commit}, pinned llama.cpp de3ff815 "
+         f"(llamafile sgemm on, as the default build), `-t {a.threads}`:", ""]
+    L += cpu_header() + [""]
+    t_draft = draft_curve["1"]
+    L += ["## Cost of a batch (llama-bench)", "",
+          f"Milliseconds for one decode of b tokens (`llama-bench -p b -n 0`, median of {a.reps}); the draft "
+          f"(`models/testbed-draft.gguf`) costs {t_draft:.3f} ms a token.", "",
+          "| target | size | " + " | ".join(f"b={b}" for b in BATCHES) + " | t₉/t₁ | t₁₇/t₁ |",
+          "|---|---|" + "---:|" * (len(BATCHES) + 2)]
+    for name, path in targets.items():
+        c = curves[name]
+        size = path.stat().st_size / 2**20
+        L.append(f"| {name} | {size:.0f} MiB | " + " | ".join(fmt(c[str(b)], 2) for b in BATCHES) +
+                 f" | {c['9'] / c['1']:.2f}× | {c['17'] / c['1']:.2f}× |")
+    L += ["", "## Decoding the word problems (`klspec bench`)", "",
+          f"Decode tokens/s (emitted / decode time, prompts excluded) and throughput (all tokens over wall time, "
+          f"prompts and the automatic choice's calibration included); speedup = decode tokens/s over target-only's. "
+          f"Default pair: the first {a.limit_default} problems; grown targets: the first {a.limit_grown}. "
+          f"Ceiling = MAT(γ)·t₁ / (t_(γ+1) + γ·t_draft) from the llama-bench curve above (t₅, t₉, t₁₇).", ""]
+    L += ["| target | setting | decode tok/s | speedup | ceiling | of ceiling | throughput | MAT | mean γ | target-only steps | accuracy |",
+          "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    summary = {}
+    for name in targets:
+        c = curves[name]
+        base = results[(name, "target-only")]["stats"]["tokens_per_second"]
+        best_fixed = max(results[(name, f"vanilla γ {g}")]["stats"]["tokens_per_second"] for g in GAMMAS)
+        for label in list(configs) + ["kl"]:
+            r = results[(name, label)]
+            s = r["stats"]
+            g = None
+            if label.startswith("vanilla γ"):
+                g = int(label.split()[-1])
+            ceiling = None
+            if g is not None:
+                ceiling = s["mat"] * c["1"] / (c[str(g + 1)] + g * t_draft)
+            speedup = s["tokens_per_second"] / base
+            acc = r.get("accuracy", {}).get("rate")
+            shown = label if label != "kl" else f"KL τ {tau} (γ {results[(name, 'best γ')]})"
+            L.append(f"| {name} | {shown} | {s['tokens_per_second']:.1f} | {speedup:.2f}× | {fmt(ceiling, 2)}"
+                     f"{'×' if ceiling else ''} | {fmt(100 * speedup / ceiling if ceiling else None, 0)}{' %' if ceiling else ''} | "
+                     f"{r['throughput_tokens_per_second']:.1f} | {s['mat']:.2f} | {s['mean_draft_length']:.2f} | "
+                     f"{s['target_only_steps']} | {fmt(100 * acc if acc is not None else None, 1)} |")
+        auto = results[(name, "auto (default)")]["stats"]["tokens_per_second"]
+        bg = results[(name, "best γ")]
+        van, kl = results[(name, f"vanilla γ {bg}")]["stats"], results[(name, "kl")]["stats"]
+        summary[name] = {"auto_vs_best": auto / best_fixed, "auto_vs_target_only": auto / base,
+                         "kl_speed_over_mat": (kl["tokens_per_second"] / van["tokens_per_second"]) / (kl["mat"] / van["mat"])}
+    L += ["", "Goals, per target: the automatic choice against the best fixed γ (≥ 95 %) and target-only (≥ 95 %); "
+          "KL's speed gain over vanilla against its MAT gain (≥ 0.9):", "",
+          "| target | auto / best fixed γ | auto / target-only | (KL ÷ vanilla tok/s) ÷ (KL ÷ vanilla MAT) |",
+          "|---|---:|---:|---:|"]
+    for name, s in summary.items():
+        L.append(f"| {name} | {100 * s['auto_vs_best']:.0f} % | {100 * s['auto_vs_target_only']:.0f} % | "
+                 f"{s['kl_speed_over_mat']:.2f} |")
+    if calibration is not None:
+        L += ["", f"τ = {tau}: `{calibration.get('command', 'klspec calibrate')}` (default pair, γ 8). Its report:", "",
+              "```json", json.dumps({k: v for k, v in calibration.items() if k != "command"}, indent=1)[:3000], "```"]
+    if np_rows:
+        L += ["", f"## Many sequences (grown F16, the first {a.np_limit} problems)", "",
+              "| setting | throughput tok/s | MAT | mean γ | target-only steps | accuracy |", "|---|---:|---:|---:|---:|---:|"]
+        for label, r in np_rows.items():
+            s = r["stats"]
+            acc = r.get("accuracy", {}).get("rate")
+            L.append(f"| {label} | {r['throughput_tokens_per_second']:.1f} | {s['mat']:.2f} | {s['mean_draft_length']:.2f} | "
+                     f"{s['target_only_steps']} | {fmt(100 * acc if acc is not None else None, 1)} |")
+    L += ["", f"## Against llama.cpp's speculative example (the first {a.spec_prompts} word problems, -n 256)", "",
+          "Decode tokens/s as each program reports it (`llama-speculative-simple --spec-type draft-simple "
+          "--spec-draft-n-min 0 --temp 0`; `klspec generate --json`'s decode time).", "",
+          "| target | " + " | ".join(f"llama γ {g}" for g in GAMMAS) + " | " + " | ".join(f"klspec γ {g}" for g in GAMMAS) +
+          " | klspec auto | klspec best / llama best |", "|---|" + "---:|" * (2 * len(GAMMAS) + 2)]
+    for name in targets:
+        llama = [rate(spec_rows[(name, f"llama-speculative-simple γ {g}")]) for g in GAMMAS]
+        ours = [rate(spec_rows[(name, f"klspec vanilla γ {g}")]) for g in GAMMAS]
+        auto = rate(spec_rows[(name, "klspec auto")])
+        L.append(f"| {name} | " + " | ".join(f"{x:.1f}" for x in llama) + " | " + " | ".join(f"{x:.1f}" for x in ours) +
+                 f" | {auto:.1f} | {max(ours + [auto]) / max(llama):.2f}× |")
+    L += ["", "## Commands", "", "```"]
+    seen = []
+    for r in list(results.values()) + list(np_rows.values()):
+        if isinstance(r, dict) and r.get("command") and r["command"] not in seen:
+            seen.append(r["command"])
+    L += seen + ["```", ""]
+    a.out.write_text("\n".join(L))
+    log(f"wrote {a.out}")
+
+
+if __name__ == "__main__":
+    main()
