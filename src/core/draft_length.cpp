@@ -77,6 +77,42 @@ std::vector<int32_t> sequential_equal_split(std::span<const BatchShare> shares) 
     }
 }
 
+void DepthAcceptance::record(int32_t drafted, int32_t accepted) {
+    if (drafted <= 0) return;
+    for (int32_t j = 0; j < kMaxDepth; ++j) {
+        kept_[j] *= AcceptanceEstimate::kDecoderDecay;
+        trials_[j] *= AcceptanceEstimate::kDecoderDecay;
+    }
+    // Depths 1..accepted were kept; depth accepted + 1 was judged and rejected (when there was one).
+    const int32_t judged = std::min({accepted + 1, drafted, kMaxDepth});
+    for (int32_t j = 0; j < judged; ++j) {
+        trials_[j] += 1.0;
+        kept_[j] += j < accepted ? 1.0 : 0.0;
+    }
+}
+
+std::vector<double> DepthAcceptance::rates(int32_t max_depth, double scale) const {
+    std::vector<double> out;
+    double prior = AcceptanceEstimate::kDecoderPrior;
+    for (int32_t j = 0; j < max_depth; ++j) {
+        const size_t d = static_cast<size_t>(std::min(j, kMaxDepth - 1));
+        const double rate = (kept_[d] + prior * AcceptanceEstimate::kPriorWeight / 4) /
+                            (trials_[d] + AcceptanceEstimate::kPriorWeight / 4);
+        out.push_back(std::clamp(rate * scale, 0.0, 0.999));
+        prior = rate;
+    }
+    return out;
+}
+
+double expected_tokens(int32_t gamma, std::span<const double> acceptance_by_depth) {
+    double tokens = 1.0, reach = 1.0;
+    for (int32_t j = 0; j < gamma && j < static_cast<int32_t>(acceptance_by_depth.size()); ++j) {
+        reach *= std::clamp(acceptance_by_depth[static_cast<size_t>(j)], 0.0, 1.0);
+        tokens += reach;
+    }
+    return tokens;
+}
+
 double expected_tokens(int32_t gamma, double acceptance) {
     const double a = std::clamp(acceptance, 0.0, 1.0);
     if (a >= 1.0) return double(gamma) + 1.0;
@@ -89,7 +125,7 @@ DraftChoice evaluate_draft_lengths(const BatchCostCurve& verify, const BatchCost
     std::vector<BatchShare> shares;
     int32_t deepest = 0;
     for (size_t s = 0; s < candidates.size(); ++s) {
-        choice.expected_tokens += expected_tokens(lengths[s], candidates[s].acceptance);
+        choice.expected_tokens += expected_tokens(lengths[s], std::span<const double>(candidates[s].acceptance));
         shares.push_back({candidates[s].sequence_id, lengths[s] + 1});
         deepest = std::max(deepest, lengths[s]);
     }
@@ -112,7 +148,10 @@ DraftChoice choose_draft_lengths(const BatchCostCurve& verify, const BatchCostCu
     std::vector<size_t> by_acceptance(candidates.size());
     for (size_t s = 0; s < candidates.size(); ++s) by_acceptance[s] = s;
     std::stable_sort(by_acceptance.begin(), by_acceptance.end(),
-                     [&](size_t a, size_t b) { return candidates[a].acceptance > candidates[b].acceptance; });
+                     [&](size_t a, size_t b) {
+                         return expected_tokens(1, std::span<const double>(candidates[a].acceptance)) >
+                                expected_tokens(1, std::span<const double>(candidates[b].acceptance));
+                     });
     std::vector<int32_t> lengths(candidates.size());
     const auto top_k_at = [&](size_t k, int32_t g) {
         for (size_t r = 0; r < by_acceptance.size(); ++r) {

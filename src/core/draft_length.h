@@ -47,7 +47,8 @@ class AcceptanceEstimate {
 public:
     static constexpr double kSequenceDecay = 0.9;   // a topic change shows within a few steps
     static constexpr double kDecoderDecay = 0.99;
-    static constexpr double kPriorWeight = 4.0;     // trials' worth of prior
+    static constexpr double kPriorWeight = 16.0;    // trials' worth of prior: one sequence's last steps
+                                                    // predict its next little better than all sequences do
     static constexpr double kDecoderPrior = 0.75;   // a working pair's per-position acceptance, roughly
 
     explicit AcceptanceEstimate(double decay = kSequenceDecay) : decay_(decay) {}
@@ -71,14 +72,34 @@ struct BatchShare {
 // number of tokens from each, the fewest any of them has left. Each micro-batch is a pass over the weights.
 std::vector<int32_t> sequential_equal_split(std::span<const BatchShare> shares);
 
+// The decoder-wide acceptance by draft depth: at depth j, the chance that d_j is kept given d_1..d_{j-1}
+// were. It is not one number: a draft that got the first tokens right tends to stay on track (on the
+// default pair: 0.90 at depth 1, 0.77 at depth 2, 0.92-0.99 beyond), so long drafts yield more than an
+// i.i.d. rate predicts. A depth without evidence takes the rate of the depth before it.
+class DepthAcceptance {
+public:
+    static constexpr int32_t kMaxDepth = 64;
+
+    void record(int32_t drafted, int32_t accepted);
+    // Rates for depths 1..max_depth, scaled by `scale` (a sequence's rate against the decoder's) and kept
+    // below 1.
+    std::vector<double> rates(int32_t max_depth, double scale = 1.0) const;
+
+private:
+    std::vector<double> kept_ = std::vector<double>(kMaxDepth, 0.0);
+    std::vector<double> trials_ = std::vector<double>(kMaxDepth, 0.0);
+};
+
 // Expected tokens one step emits with γ drafts at per-position acceptance α: the accepted prefix plus
 // the target's own token, (1 − α^{γ+1}) / (1 − α).
 double expected_tokens(int32_t gamma, double acceptance);
+// The same with a rate per depth (acceptance[j - 1] for depth j): 1 + Σ_{j ≤ γ} Π_{i ≤ j} a_i.
+double expected_tokens(int32_t gamma, std::span<const double> acceptance_by_depth);
 
 // One sequence of a step, as the choice sees it.
 struct DraftCandidate {
     int32_t sequence_id = 0;  // its KV stream: which sequences share a micro-batch (sequential_equal_split)
-    double acceptance = 0.0;  // per-position acceptance estimate
+    std::vector<double> acceptance;  // by depth 1..max_length (expected_tokens)
     int32_t min_length = 0;   // γ bounds; min = max fixes the length (a sequence not under Auto)
     int32_t max_length = 0;
 };

@@ -171,7 +171,11 @@ void SpeculativeDecoder::choose_draft_lengths_for(std::span<Sequence* const> act
         const bool automatic = options.draft_policy == DraftPolicy::Auto && cap > 0;
         any_auto = any_auto || automatic;
         seq->gamma_ = options.draft_policy == DraftPolicy::Off ? 0 : std::min(seq->draft_budget_, cap);
-        candidates.push_back({seq->id_, seq->acceptance_estimate_.rate(decoder_acceptance_.rate(AcceptanceEstimate::kDecoderPrior)),
+        // The decoder's profile over depths, at this sequence's level: its running rate (shrunk to the
+        // decoder's) against the decoder's.
+        const double decoder_rate = decoder_acceptance_.rate(AcceptanceEstimate::kDecoderPrior);
+        const double scale = seq->acceptance_estimate_.rate(decoder_rate) / decoder_rate;
+        candidates.push_back({seq->id_, depth_acceptance_.rates(std::max(cap, seq->gamma_), scale),
                               automatic ? 0 : seq->gamma_, automatic ? cap : seq->gamma_});
     }
     if (!any_auto) return;
@@ -383,6 +387,7 @@ void SpeculativeDecoder::judge_emit_roll_back(Sequence& seq, const StepCallback&
         seq.acceptance_estimate_.rate(decoder_acceptance_.rate(AcceptanceEstimate::kDecoderPrior));
     seq.acceptance_estimate_.record(k, outcome.accepted);
     if (k > 0) decoder_acceptance_.record(k, outcome.accepted);
+    depth_acceptance_.record(k, outcome.accepted);
     stats.drafted += k;
     stats.draft_length_sum += seq.gamma_;
     stats.target_only_steps += k == 0;

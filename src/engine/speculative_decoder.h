@@ -182,6 +182,7 @@ private:
     BatchCostCurve draft_costs_;
     bool costs_calibrated_ = false;
     AcceptanceEstimate decoder_acceptance_{AcceptanceEstimate::kDecoderDecay};  // all sequences' drafting steps
+    DepthAcceptance depth_acceptance_;    // the same by draft depth
     bool measure_costs_ = true;
     JudgeObserver observer_;
 };

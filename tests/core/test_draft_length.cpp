@@ -17,11 +17,36 @@ BatchCostCurve linear_curve(double fixed, double per_token, int32_t max_size = 1
     return curve;
 }
 
-// Sequences 0, 1, 2, ... (one micro-batch when their lengths are equal).
+// Sequences 0, 1, 2, ... (one micro-batch when their lengths are equal), each with one rate at every depth.
 std::vector<DraftCandidate> candidates(std::vector<double> acceptances, int32_t max_length = 16) {
     std::vector<DraftCandidate> out;
-    for (const double a : acceptances) out.push_back({static_cast<int32_t>(out.size()), a, 0, max_length});
+    for (const double a : acceptances)
+        out.push_back({static_cast<int32_t>(out.size()), std::vector<double>(static_cast<size_t>(max_length), a), 0,
+                       max_length});
     return out;
+}
+
+TEST(DraftLength, ExpectedTokensByDepthByHand) {
+    const std::vector<double> rates = {0.5, 0.8, 1.0};
+    EXPECT_DOUBLE_EQ(expected_tokens(0, rates), 1.0);
+    EXPECT_DOUBLE_EQ(expected_tokens(2, rates), 1.0 + 0.5 + 0.4);
+    EXPECT_DOUBLE_EQ(expected_tokens(3, rates), 1.0 + 0.5 + 0.4 + 0.4);
+    EXPECT_DOUBLE_EQ(expected_tokens(8, std::vector<double>(8, 0.5)), expected_tokens(8, 0.5));
+}
+
+TEST(DraftLength, DepthAcceptanceByHand) {
+    DepthAcceptance depth;
+    // No evidence: the decoder prior at every depth (prior weight 4 trials).
+    EXPECT_DOUBLE_EQ(depth.rates(3)[2], AcceptanceEstimate::kDecoderPrior);
+    depth.record(4, 2);  // depths 1, 2 kept, depth 3 rejected, depth 4 never judged
+    const std::vector<double> r = depth.rates(5);
+    EXPECT_DOUBLE_EQ(r[0], (1.0 + 0.75 * 4) / (1.0 + 4));
+    EXPECT_DOUBLE_EQ(r[1], (1.0 + r[0] * 4) / (1.0 + 4));
+    EXPECT_DOUBLE_EQ(r[2], (0.0 + r[1] * 4) / (1.0 + 4));
+    EXPECT_DOUBLE_EQ(r[3], r[2]);  // no evidence: the depth before
+    EXPECT_DOUBLE_EQ(depth.rates(5, 10.0)[0], 0.999);  // scaled, kept below 1
+    depth.record(0, 0);  // a target-only step is no evidence
+    EXPECT_DOUBLE_EQ(depth.rates(1)[0], r[0]);
 }
 
 TEST(DraftLength, SequentialEqualSplitAsLlamaCpp) {
@@ -73,19 +98,19 @@ TEST(DraftLength, CurveInterpolatesExtrapolatesAndAverages) {
 }
 
 TEST(DraftLength, AcceptanceEstimateByHand) {
-    AcceptanceEstimate estimate;  // decay 0.9, prior weight 4
+    AcceptanceEstimate estimate;  // decay 0.9, prior weight 16
     EXPECT_DOUBLE_EQ(estimate.rate(), 0.5);
     EXPECT_DOUBLE_EQ(estimate.rate(0.8), 0.8);  // no evidence: the prior
     estimate.record(4, 4);                      // 4 kept of 4 trials
-    EXPECT_DOUBLE_EQ(estimate.rate(0.5), (4.0 + 2.0) / (4.0 + 4.0));
+    EXPECT_DOUBLE_EQ(estimate.rate(0.5), (4.0 + 8.0) / (4.0 + 16.0));
     estimate.record(4, 1);  // kept 0.9·4 + 1, trials 0.9·4 + 1 + 1 (the rejection)
-    EXPECT_DOUBLE_EQ(estimate.rate(0.5), (4.6 + 2.0) / (5.6 + 4.0));
+    EXPECT_DOUBLE_EQ(estimate.rate(0.5), (4.6 + 8.0) / (5.6 + 16.0));
     estimate.record(0, 0);  // a target-only step: the evidence fades toward the prior
-    EXPECT_DOUBLE_EQ(estimate.rate(0.5), (0.9 * 4.6 + 2.0) / (0.9 * 5.6 + 4.0));
+    EXPECT_DOUBLE_EQ(estimate.rate(0.5), (0.9 * 4.6 + 8.0) / (0.9 * 5.6 + 16.0));
     AcceptanceEstimate slow(AcceptanceEstimate::kDecoderDecay);
     slow.record(2, 0);
     slow.record(2, 0);
-    EXPECT_DOUBLE_EQ(slow.rate(), 2.0 / (1.99 + 4.0));
+    EXPECT_DOUBLE_EQ(slow.rate(), 8.0 / (1.99 + 16.0));
 }
 
 TEST(DraftLength, MemoryBoundTargetDraftsLong) {
@@ -144,7 +169,7 @@ TEST(DraftLength, ASequenceWhoseDraftNeverHitsStepsAside) {
 
 TEST(DraftLength, FixedSequencesKeepTheirLengthAndTheOthersRespondBest) {
     const BatchCostCurve verify = linear_curve(5.0, 1.0), draft = linear_curve(0.1, 0.0);
-    const std::vector<DraftCandidate> mixed = {{0, 0.3, 8, 8}, {1, 0.8, 0, 16}};
+    const std::vector<DraftCandidate> mixed = {{0, std::vector<double>(16, 0.3), 8, 8}, {1, std::vector<double>(16, 0.8), 0, 16}};
     const DraftChoice choice = choose_draft_lengths(verify, draft, mixed);
     EXPECT_EQ(choice.lengths[0], 8);
     // The free sequence's length is its best response to the fixed one's (brute force).
