@@ -239,7 +239,7 @@ def write_report(a, targets, curves, draft_curve, results, configs, tau, calibra
                             text=True).stdout.strip()
     L = ["# Speed", "",
          "What speculation gains on this machine, per weight type of the target, every ratio measured side by side",
-         "in one run. Regenerate (about an hour on 2 cores; resumes when interrupted):", "",
+         "in one run. Regenerate (about 25 minutes on 2 cores; resumes when interrupted):", "",
          "```", "/usr/bin/python3 bench/speed_report.py", "```", "",
          f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, klspec {commit}, pinned llama.cpp de3ff815 "
          f"(llamafile sgemm on, as the default build), `-t {a.threads}`:", ""]
