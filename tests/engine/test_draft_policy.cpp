@@ -41,27 +41,29 @@ class DraftPolicyTest : public ::testing::Test {
 protected:
     const Model target{test::kTargetModel};
     const Model draft{test::kDraftQ8};
+
+    // "Once upon a time" under Auto with these fake costs; fails unless it is target-only output up to a
+    // near tie.
+    GenerationResult decode_with_costs(BatchCostCurve verify, BatchCostCurve draft_costs, const std::string& label) {
+        SpeculativeDecoder decoder(target, &draft, test_context());
+        decoder.set_step_costs(std::move(verify), std::move(draft_costs));
+        const test::GreedyReference reference = test::greedy_reference(target, "Once upon a time", kTokens, test_context());
+        GenerationResult result = decoder.generate("Once upon a time", automatic());
+        int64_t divergences = 0;
+        test::check_equal_up_to_near_tie(reference, result.tokens, label, divergences);
+        return result;
+    }
 };
 
 TEST_F(DraftPolicyTest, MemoryBoundCostsDraftLongAndStayLossless) {
-    SpeculativeDecoder decoder(target, &draft, test_context());
-    decoder.set_step_costs(linear_curve(10.0, 0.0), linear_curve(0.1, 0.0));
-    const test::GreedyReference reference = test::greedy_reference(target, "Once upon a time", kTokens, test_context());
-    const GenerationResult result = decoder.generate("Once upon a time", automatic());
-    int64_t divergences = 0;
-    test::check_equal_up_to_near_tie(reference, result.tokens, "auto, memory-bound", divergences);
+    const GenerationResult result = decode_with_costs(linear_curve(10.0, 0.0), linear_curve(0.1, 0.0), "memory-bound");
     EXPECT_GE(result.stats.mean_draft_length(), 8.0) << "the Q8_0 draft agrees often: long drafts pay";
     EXPECT_EQ(result.stats.draft_length_sum, result.stats.drafted);  // greedy, no p-min cut: γ drafts each step
     EXPECT_GT(result.stats.mat(), 3.0);
 }
 
 TEST_F(DraftPolicyTest, ComputeBoundCostsDecodeTargetOnlyButProbe) {
-    SpeculativeDecoder decoder(target, &draft, test_context());
-    decoder.set_step_costs(linear_curve(0.0, 1.0), linear_curve(0.5, 0.0));
-    const test::GreedyReference reference = test::greedy_reference(target, "Once upon a time", kTokens, test_context());
-    const GenerationResult result = decoder.generate("Once upon a time", automatic());
-    int64_t divergences = 0;
-    test::check_equal_up_to_near_tie(reference, result.tokens, "auto, compute-bound", divergences);
+    const GenerationResult result = decode_with_costs(linear_curve(0.0, 1.0), linear_curve(0.5, 0.0), "compute-bound");
     // Probes come after 8, then 16, 32 ... target-only steps, each of kProbeLength drafts.
     EXPECT_GE(result.stats.target_only_steps, result.stats.target_calls - 3);
     EXPECT_GT(result.stats.drafted, 0) << "a sequence that stopped drafting is probed again";
