@@ -1,5 +1,6 @@
 """What the benchmark scripts share: where things are, the prompts, and running klspec."""
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -38,6 +39,26 @@ def run(cmd, env=None):
 def klspec_generate(klspec, target, prompt, extra_args):
     """One `klspec generate --json` run; returns its parsed JSON object."""
     return json.loads(run([klspec, "generate", "-m", target, "-p", prompt, "--json", *extra_args]).stdout)
+
+
+LLAMA_DECODED = re.compile(r"decoded\s+(\d+)\s+tokens in\s+([\d.]+)\s+seconds")
+LLAMA_ACCEPT = re.compile(r"accept\s*=\s*([\d.]+)%")
+
+
+def llama_speculative_simple(llama_bin, target, draft, prompt, gamma, threads, n_predict, extra_args=()):
+    """One greedy `llama-speculative-simple --spec-type draft-simple` run: (tokens, seconds, acceptance) as it
+    reports them. Its asynchronous logger sometimes exits before printing the final statistics; such a run is
+    repeated (its report, not its speed, was lost)."""
+    cmd = [Path(llama_bin) / "llama-speculative-simple", "-m", target, "-md", draft, "-p", prompt, "-n", n_predict,
+           "-t", threads, "--temp", "0", "--spec-type", "draft-simple", "--spec-draft-n-max", gamma,
+           "--spec-draft-n-min", "0", *extra_args]
+    for _ in range(20):
+        done = run(cmd)
+        log = done.stdout + done.stderr
+        decoded, accept = LLAMA_DECODED.search(log), LLAMA_ACCEPT.search(log)
+        if decoded and accept:
+            return int(decoded.group(1)), float(decoded.group(2)), float(accept.group(1)) / 100
+    sys.exit("bench: llama-speculative-simple never printed its statistics")
 
 
 def judge_args(setting, head=None):

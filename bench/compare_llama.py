@@ -9,14 +9,11 @@ import argparse
 import json
 import re
 import statistics
-import sys
 from pathlib import Path
 
 from bench_common import (DEFAULT_DRAFT_Q4, DEFAULT_DRAFT_Q8, DEFAULT_KLSPEC, DEFAULT_TARGET, STORY_PROMPTS,
-                          klspec_generate, run)
+                          klspec_generate, llama_speculative_simple, run)
 
-LLAMA_DECODED = re.compile(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds")
-LLAMA_ACCEPT = re.compile(r"accept\s+=\s+([\d.]+)%")
 LLAMA_EVAL = re.compile(r"eval time =\s+([\d.]+) ms /\s+(\d+) runs")
 
 
@@ -31,18 +28,9 @@ def klspec_run(args, prompt, draft, threads):
 
 
 def llama_speculative_run(args, prompt, draft):
-    # Its asynchronous logger sometimes exits before printing the final statistics; such a run is
-    # repeated (its report, not its speed, was lost).
-    for _ in range(20):
-        done = run([args.llama_bin / "llama-speculative-simple", "-m", args.target, "-md", draft,
-                    "-p", prompt, "-n", args.n, "-t", args.threads, "--temp", "0",
-                    "--spec-type", "draft-simple", "--spec-draft-n-max", args.gamma, "--spec-draft-n-min", "0"])
-        log = done.stdout + done.stderr
-        decoded, accept = LLAMA_DECODED.search(log), LLAMA_ACCEPT.search(log)
-        if decoded and accept:
-            tokens, seconds = decoded.groups()
-            return int(tokens) / float(seconds), float(accept.group(1)) / 100
-    sys.exit("bench: llama-speculative-simple never printed its statistics")
+    tokens, seconds, acceptance = llama_speculative_simple(args.llama_bin, args.target, draft, prompt, args.gamma,
+                                                           args.threads, args.n)
+    return tokens / seconds, acceptance
 
 
 def llama_simple_run(args, prompt):

@@ -20,9 +20,7 @@ reused by a rerun (--fresh measures again): an interrupted report resumes.
 """
 import argparse
 import json
-import os
 import re
-import statistics
 import subprocess
 import sys
 import time
@@ -32,6 +30,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 import llama_bench_lib as lb  # noqa: E402
+from bench_common import klspec_generate as generate_json, llama_speculative_simple, run  # noqa: E402
 
 KLSPEC = ROOT / "build" / "klspec"
 DRAFT = ROOT / "models" / "testbed-draft.gguf"
@@ -40,8 +39,6 @@ GROWN = "testbed-target-w4-f3-l12-{}.gguf"
 WORDS = ROOT / "data" / "testbed_word_test.jsonl"
 BATCHES = [1, 2, 3, 5, 9, 17]
 GAMMAS = [4, 8, 16]
-LLAMA_DECODED = re.compile(r"decoded\s+(\d+)\s+tokens in\s+([\d.]+)\s+seconds")
-LLAMA_ACCEPT = re.compile(r"accept\s*=\s*([\d.]+)%")
 
 
 def log(msg):
@@ -66,13 +63,6 @@ class Store:
         tmp.write_text(json.dumps(value))
         tmp.replace(path)
         return value
-
-
-def run(cmd, **kw):
-    done = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kw)
-    if done.returncode != 0:
-        sys.exit(f"speed_report: {' '.join(map(str, cmd))} failed ({done.returncode}):\n{done.stderr[-2000:]}")
-    return done
 
 
 def cpu_header():
@@ -110,23 +100,13 @@ def prompts(count):
 
 
 def speculative_simple(llama_bin, target, prompt, gamma, threads, n_predict):
-    cmd = [llama_bin / "llama-speculative-simple", "-m", target, "-md", DRAFT, "-p", prompt, "-n", n_predict,
-           "-t", threads, "--temp", "0", "--spec-type", "draft-simple", "--spec-draft-n-max", gamma,
-           "--spec-draft-n-min", "0", "-c", "2048"]
-    for _ in range(10):  # its asynchronous logger sometimes exits before the statistics: run again
-        done = subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
-        text = done.stdout + done.stderr
-        decoded, accept = LLAMA_DECODED.search(text), LLAMA_ACCEPT.search(text)
-        if decoded and accept:
-            return {"tokens": int(decoded.group(1)), "seconds": float(decoded.group(2)),
-                    "acceptance": float(accept.group(1)) / 100}
-    sys.exit("speed_report: llama-speculative-simple never printed its statistics")
+    tokens, seconds, acceptance = llama_speculative_simple(llama_bin, target, DRAFT, prompt, gamma, threads, n_predict,
+                                                           ["-c", "2048"])
+    return {"tokens": tokens, "seconds": seconds, "acceptance": acceptance}
 
 
 def klspec_generate(target, prompt, flags, threads, n_predict):
-    cmd = [KLSPEC, "generate", "-m", target, "-md", DRAFT, "-p", prompt, "-n", n_predict, "-t", threads,
-           "--json"] + flags
-    stats = json.loads(run(cmd).stdout)["stats"]
+    stats = generate_json(KLSPEC, target, prompt, ["-md", DRAFT, "-n", n_predict, "-t", threads] + flags)["stats"]
     return {"tokens": stats["emitted"], "seconds": stats["seconds"]["decode"], "acceptance": stats["acceptance_rate"]}
 
 
