@@ -87,9 +87,8 @@ void run_bench(const BenchOptions& options) {
                               {"throughput_tokens_per_second", throughput},
                               {"stats", stats_to_json(totals)}};
         add_quality_bound(out, *session.generation.judge);
-        out["draft_policy"] = draft_policy_name(session.generation.draft_policy);
-        if (session.generation.draft_policy == DraftPolicy::Auto)
-            out["step_costs"] = step_costs_to_json(session.decoder->verify_costs(), session.decoder->draft_costs());
+        add_draft_policy(out, session.generation.draft_policy, session.decoder->verify_costs(),
+                         session.decoder->draft_costs());
         if (scored) out["accuracy"] = {{"correct", correct}, {"scored", scored}, {"rate", accuracy}};
         std::cout << out.dump() << "\n";
     } else {

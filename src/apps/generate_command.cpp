@@ -90,9 +90,8 @@ void run_generate(const GenerateOptions& options) {
                               {"judge", session.generation.judge->name()},
                               {"stats", stats_to_json(result.stats)}};
         add_quality_bound(out, *session.generation.judge);
-        out["draft_policy"] = draft_policy_name(session.generation.draft_policy);
-        if (session.generation.draft_policy == DraftPolicy::Auto)
-            out["step_costs"] = step_costs_to_json(session.decoder->verify_costs(), session.decoder->draft_costs());
+        add_draft_policy(out, session.generation.draft_policy, session.decoder->verify_costs(),
+                         session.decoder->draft_costs());
         std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     } else {
         std::fputs("\n\n", stdout);

@@ -127,6 +127,12 @@ void add_judge_options(CLI::App& app, JudgeOptions& judge, bool with_rule) {
     app.add_option("--judge-head", judge.head_path, "AutoJudge head file (JSON, see docs/autojudge-head.md)");
 }
 
+static std::map<std::string, DraftPolicy> draft_policies_by_name() {
+    std::map<std::string, DraftPolicy> out;
+    for (const DraftPolicy policy : kDraftPolicies) out.emplace(draft_policy_name(policy), policy);
+    return out;
+}
+
 void add_generation_options(CLI::App& app, GenerationOptions& gen) {
     SamplingParams& sampling = gen.sampling;
     app.add_option("-n,--n-predict", gen.max_tokens, "Maximum number of tokens to generate")
@@ -139,10 +145,7 @@ void add_generation_options(CLI::App& app, GenerationOptions& gen) {
                    "expected tokens per second, from the step costs measured as it runs and each sequence's "
                    "running acceptance; 0 is a target-only step, and a draft that stops paying is probed again "
                    "now and then), fixed (always draft-max), adaptive (as --draft-adaptive), off (target-only)")
-        ->transform(CLI::CheckedTransformer(std::map<std::string, DraftPolicy>{{"auto", DraftPolicy::Auto},
-                                                                                {"fixed", DraftPolicy::Fixed},
-                                                                                {"adaptive", DraftPolicy::Adaptive},
-                                                                                {"off", DraftPolicy::Off}}))
+        ->transform(CLI::CheckedTransformer(draft_policies_by_name()))
         ->option_text("auto|fixed|adaptive|off=" + std::string(draft_policy_name(gen.draft_policy)));
     app.add_option("--draft-min,--spec-draft-n-min", gen.draft_min,
                    "Drop drafts shorter than this (a target-only step), as llama.cpp")

@@ -43,13 +43,16 @@ std::string format_stats(const GenerationStats& s) {
         s.drafted ? 1e6 * s.engine_seconds() / double(s.drafted) : 0.0);
 }
 
-nlohmann::json step_costs_to_json(const BatchCostCurve& verify, const BatchCostCurve& draft) {
+void add_draft_policy(nlohmann::json& out, DraftPolicy policy, const BatchCostCurve& verify,
+                      const BatchCostCurve& draft) {
+    out["draft_policy"] = draft_policy_name(policy);
+    if (policy != DraftPolicy::Auto) return;
     const auto milliseconds = [](const BatchCostCurve& curve) {
-        nlohmann::json out = nlohmann::json::object();
-        for (const auto& [size, seconds] : curve.points()) out[std::to_string(size)] = 1e3 * seconds;
-        return out;
+        nlohmann::json by_size = nlohmann::json::object();
+        for (const auto& [size, seconds] : curve.points()) by_size[std::to_string(size)] = 1e3 * seconds;
+        return by_size;
     };
-    return {{"verify_ms_by_batch", milliseconds(verify)}, {"draft_ms_by_batch", milliseconds(draft)}};
+    out["step_costs"] = {{"verify_ms_by_batch", milliseconds(verify)}, {"draft_ms_by_batch", milliseconds(draft)}};
 }
 
 nlohmann::json judged_position_to_json(const JudgedPosition& p) {

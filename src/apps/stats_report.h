@@ -19,8 +19,9 @@ std::string format_stats(const GenerationStats& stats);
 // the summary ("" when none) and a JSON field added to `out`.
 std::string format_quality_bound(const Judge& judge, const GenerationStats& stats);
 void add_quality_bound(nlohmann::json& out, const Judge& judge);
-// The step costs the Auto draft policy decided on (milliseconds by batch size), for --json output.
-nlohmann::json step_costs_to_json(const BatchCostCurve& verify, const BatchCostCurve& draft);
+// --json fields: the draft policy, and under Auto the step costs it decided on (milliseconds by batch size).
+void add_draft_policy(nlohmann::json& out, DraftPolicy policy, const BatchCostCurve& verify,
+                      const BatchCostCurve& draft);
 // One --trace record.
 nlohmann::json judged_position_to_json(const JudgedPosition& position);
 

@@ -23,6 +23,12 @@ std::string_view draft_policy_name(DraftPolicy policy) {
     return "unknown";
 }
 
+std::optional<DraftPolicy> parse_draft_policy(std::string_view name) {
+    for (const DraftPolicy policy : kDraftPolicies)
+        if (draft_policy_name(policy) == name) return policy;
+    return std::nullopt;
+}
+
 void BatchCostCurve::record(int32_t batch_size, double seconds) {
     if (batch_size < 1 || !(seconds >= 0.0) || !std::isfinite(seconds)) return;
     const auto [it, inserted] = mean_.try_emplace(batch_size, seconds);

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -20,7 +21,11 @@ enum class DraftPolicy {
     Adaptive,  // Hugging Face's heuristic: +2 after a fully accepted draft, −1 after a rejection
     Off,       // target-only, even with a draft model
 };
+inline constexpr DraftPolicy kDraftPolicies[] = {DraftPolicy::Auto, DraftPolicy::Fixed, DraftPolicy::Adaptive,
+                                                 DraftPolicy::Off};
 std::string_view draft_policy_name(DraftPolicy policy);
+// The policy of that name (auto, fixed, adaptive, off), or none.
+std::optional<DraftPolicy> parse_draft_policy(std::string_view name);
 
 // Seconds of one llama_decode call against its batch size in tokens: a running average per measured size,
 // piecewise linear between sizes and linear beyond the largest (through the two largest sizes).

@@ -160,7 +160,9 @@ void SpeculativeDecoder::set_step_costs(BatchCostCurve verify, BatchCostCurve dr
 }
 
 void SpeculativeDecoder::choose_draft_lengths_for(std::span<Sequence* const> active) {
-    std::vector<DraftCandidate> candidates;
+    // Each sequence's cap: draft-max, -n and the context; Fixed / Adaptive take their budget within it.
+    std::vector<int32_t>& caps = draft_caps_;
+    caps.clear();
     bool any_auto = false;
     for (Sequence* seq : active) {
         const GenerationOptions& options = seq->options_;
@@ -168,23 +170,27 @@ void SpeculativeDecoder::choose_draft_lengths_for(std::span<Sequence* const> act
         const int32_t cap = draft_ctx_ ? std::max(0, std::min({options.draft_max, wanted - 1,
                                                               target_ctx_.n_ctx() - seq->target_cached_ - 1}))
                                        : 0;
-        const bool automatic = options.draft_policy == DraftPolicy::Auto && cap > 0;
-        any_auto = any_auto || automatic;
+        caps.push_back(cap);
+        any_auto = any_auto || (options.draft_policy == DraftPolicy::Auto && cap > 0);
         seq->gamma_ = options.draft_policy == DraftPolicy::Off ? 0 : std::min(seq->draft_budget_, cap);
-        // The decoder's profile over depths, at this sequence's level: its running rate (shrunk to the
-        // decoder's) against the decoder's.
-        const double decoder_rate = decoder_acceptance_.rate(AcceptanceEstimate::kDecoderPrior);
-        const double scale = seq->acceptance_estimate_.rate(decoder_rate) / decoder_rate;
-        candidates.push_back({seq->id_, depth_acceptance_.rates(std::max(cap, seq->gamma_), scale),
-                              automatic ? 0 : seq->gamma_, automatic ? cap : seq->gamma_});
     }
     if (!any_auto) return;
     if (!costs_calibrated_) calibrate_step_costs(*active.front());
+    // The decoder's profile over depths, at each sequence's level: its running rate (shrunk to the
+    // decoder's) against the decoder's. Sequences not under Auto keep their γ but share the batch.
+    const double decoder_rate = decoder_acceptance_.rate(AcceptanceEstimate::kDecoderPrior);
+    std::vector<DraftCandidate> candidates;
+    for (size_t s = 0; s < active.size(); ++s) {
+        const Sequence& seq = *active[s];
+        const bool automatic = seq.options_.draft_policy == DraftPolicy::Auto && caps[s] > 0;
+        const double scale = seq.acceptance_estimate_.rate(decoder_rate) / decoder_rate;
+        candidates.push_back({seq.id_, depth_acceptance_.rates(std::max(caps[s], seq.gamma_), scale),
+                              automatic ? 0 : seq.gamma_, automatic ? caps[s] : seq.gamma_});
+    }
     const DraftChoice choice = choose_draft_lengths(verify_costs_, draft_costs_, candidates);
     for (size_t s = 0; s < active.size(); ++s) {
-        Sequence& seq = *active[s];
         if (candidates[s].min_length == candidates[s].max_length) continue;
-        seq.gamma_ = seq.probe_.adjust(choice.lengths[s], candidates[s].max_length);
+        active[s]->gamma_ = active[s]->probe_.adjust(choice.lengths[s], candidates[s].max_length);
     }
 }
 

@@ -177,6 +177,7 @@ private:
     std::vector<Sequence*> active_;
     std::vector<Sequence*> drafting_;
     std::vector<int32_t> draft_rows_of_;
+    std::vector<int32_t> draft_caps_;     // each active sequence's largest γ this step
     ShapingScratch shaping_;              // scratch for top-k / top-p
     BatchCostCurve verify_costs_;         // measured at every target / draft llama_decode of a step
     BatchCostCurve draft_costs_;

@@ -1,6 +1,5 @@
 #include "server/request.h"
 
-#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -144,11 +143,10 @@ CompletionRequest parse_object(const json& body, Endpoint endpoint, const Reques
     if (auto draft_max = count_field(body, "draft_max", 1)) gen.draft_max = *draft_max;
     gen.draft_min = std::min(gen.draft_min, gen.draft_max);  // a request's shorter γ keeps the server's draft-min valid
     if (const std::optional<std::string> policy = string_field(body, "draft_policy")) {
-        const auto known = {DraftPolicy::Auto, DraftPolicy::Fixed, DraftPolicy::Adaptive, DraftPolicy::Off};
-        const auto it = std::find_if(known.begin(), known.end(), [&](DraftPolicy p) { return draft_policy_name(p) == *policy; });
-        if (it == known.end())
+        const std::optional<DraftPolicy> parsed = parse_draft_policy(*policy);
+        if (!parsed)
             throw bad_field("draft_policy", fmt::format("'draft_policy' must be auto, fixed, adaptive or off, got '{}'", *policy));
-        gen.draft_policy = *it;
+        gen.draft_policy = *parsed;
     }
     if (auto temperature = number_field(body, "temperature")) {
         if (!(*temperature >= 0)) throw bad_field("temperature", fmt::format("'temperature' must be >= 0, got {}", *temperature));
