@@ -52,7 +52,10 @@ void add_draft_policy(nlohmann::json& out, DraftPolicy policy, const BatchCostCu
         for (const auto& [size, seconds] : curve.points()) by_size[std::to_string(size)] = 1e3 * seconds;
         return by_size;
     };
-    out["step_costs"] = {{"verify_ms_by_batch", milliseconds(verify)}, {"draft_ms_by_batch", milliseconds(draft)}};
+    out["step_costs"] = {{"verify_ms_by_batch", milliseconds(verify)},
+                         {"verify_rebuild_ms", 1e3 * verify.rebuild_seconds()},
+                         {"draft_ms_by_batch", milliseconds(draft)},
+                         {"draft_rebuild_ms", 1e3 * draft.rebuild_seconds()}};
 }
 
 nlohmann::json judged_position_to_json(const JudgedPosition& p) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <utility>
 
 namespace klspec {
 namespace {
@@ -31,8 +32,35 @@ std::optional<DraftPolicy> parse_draft_policy(std::string_view name) {
 
 void BatchCostCurve::record(int32_t batch_size, double seconds) {
     if (batch_size < 1 || !(seconds >= 0.0) || !std::isfinite(seconds)) return;
-    const auto [it, inserted] = mean_.try_emplace(batch_size, seconds);
-    if (!inserted) it->second += kNewMeasurementWeight * (seconds - it->second);
+    const bool reused = batch_size == std::exchange(last_size_, batch_size);
+    const auto fold_rebuild = [this](double excess) {
+        rebuild_seconds_ = rebuild_seconds_ ? *rebuild_seconds_ + kNewMeasurementWeight * (excess - *rebuild_seconds_)
+                                            : excess;
+    };
+    const auto it = mean_.find(batch_size);
+    const auto provisional = first_rebuilt_.find(batch_size);
+    if (reused && provisional != first_rebuilt_.end()) {  // the size's first call with its graph reused
+        fold_rebuild(provisional->second - seconds);
+        first_rebuilt_.erase(provisional);
+        mean_[batch_size] = seconds;
+    } else if (it == mean_.end()) {
+        mean_[batch_size] = reused ? seconds : std::max(seconds - rebuild_seconds(), 0.0);
+        if (!reused) first_rebuilt_[batch_size] = seconds;
+    } else if (reused) {
+        it->second += kNewMeasurementWeight * (seconds - it->second);
+    } else {
+        fold_rebuild(seconds - it->second);
+    }
+}
+
+double BatchCostCurve::seconds(std::span<const int32_t> batch_sizes) const {
+    double total = 0.0;
+    int32_t previous = last_size_;
+    for (const int32_t size : batch_sizes) {
+        total += seconds(size) + (size != previous ? rebuild_seconds() : 0.0);
+        previous = size;
+    }
+    return total;
 }
 
 double BatchCostCurve::seconds(int32_t batch_size) const {
@@ -135,11 +163,13 @@ DraftChoice evaluate_draft_lengths(const BatchCostCurve& verify, const BatchCost
         shares.push_back({candidates[s].sequence_id, lengths[s] + 1});
         deepest = std::max(deepest, lengths[s]);
     }
-    for (const int32_t size : sequential_equal_split(shares)) choice.expected_seconds += verify.seconds(size);
+    choice.expected_seconds += verify.seconds(std::span<const int32_t>(sequential_equal_split(shares)));
+    std::vector<int32_t> draft_calls;
     for (int32_t depth = 0; depth < deepest; ++depth) {
         for (size_t s = 0; s < candidates.size(); ++s) shares[s].tokens = lengths[s] > depth ? 1 : 0;
-        for (const int32_t size : sequential_equal_split(shares)) choice.expected_seconds += draft.seconds(size);
+        for (const int32_t size : sequential_equal_split(shares)) draft_calls.push_back(size);
     }
+    choice.expected_seconds += draft.seconds(std::span<const int32_t>(draft_calls));
     choice.lengths = std::move(lengths);
     return choice;
 }

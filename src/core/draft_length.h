@@ -5,6 +5,7 @@
 // target a batch over all slots without drafts can beat speculation.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -29,17 +30,33 @@ std::optional<DraftPolicy> parse_draft_policy(std::string_view name);
 
 // Seconds of one llama_decode call against its batch size in tokens: a running average per measured size,
 // piecewise linear between sizes and linear beyond the largest (through the two largest sizes).
+// llama.cpp reuses its compute graph when a batch has the previous call's shape and builds a new one
+// otherwise (~5 % of a small target's step), so a call of another size than the previous one is charged
+// the rebuild on top: changing γ every step costs more than the sizes alone say.
 class BatchCostCurve {
 public:
-    // Folds a measurement into the size's running average (the first one is taken as is).
+    // Folds a measurement in: a call of the previous call's size into that size's running average (the
+    // first one is taken as is), any other into the rebuild cost, as its excess over its size's average
+    // (a size first seen rebuilding is averaged without the rebuild until a reused call of it comes).
     void record(int32_t batch_size, double seconds);
-    // Estimated seconds for a batch of `batch_size` tokens (>= 1); 0 when nothing was recorded.
+    // A call that was not timed (split into micro-batches): the next call is taken to rebuild.
+    void record_untimed() { last_size_ = 0; }
+    // Estimated seconds for a batch of `batch_size` tokens (>= 1) with the graph reused; 0 when nothing
+    // was recorded.
     double seconds(int32_t batch_size) const;
+    // Seconds for calls of these sizes in turn, each rebuilding that differs from the call before it
+    // (the first compared with the last recorded call).
+    double seconds(std::span<const int32_t> batch_sizes) const;
+    double rebuild_seconds() const { return std::max(rebuild_seconds_.value_or(0.0), 0.0); }
+    int32_t last_size() const { return last_size_; }
     bool empty() const { return mean_.empty(); }
     const std::map<int32_t, double>& points() const { return mean_; }
 
 private:
     std::map<int32_t, double> mean_;
+    std::map<int32_t, double> first_rebuilt_;  // sizes known only from a rebuilding call: that call's time
+    std::optional<double> rebuild_seconds_;
+    int32_t last_size_ = 0;
 };
 
 // A running per-position acceptance: the chance that a drafted token is kept given that the ones before
@@ -112,7 +129,8 @@ struct DraftCandidate {
 struct DraftChoice {
     std::vector<int32_t> lengths;   // γ per candidate
     double expected_tokens = 0;     // Σ E(γ_s, α_s)
-    double expected_seconds = 0;    // Σ t_verify over the target batch's micro-batches + the same per draft depth
+    double expected_seconds = 0;    // Σ t_verify over the target batch's micro-batches + the same per draft
+                                    // depth, graph rebuilds included
     double tokens_per_second() const { return expected_seconds > 0 ? expected_tokens / expected_seconds : 0.0; }
 };
 

@@ -38,6 +38,15 @@ bool is_one_micro_batch(const Batch& batch) {
     return sequential_equal_split(shares).size() == 1;
 }
 
+// A call's time belongs to its batch size only when llama.cpp ran it in one micro-batch.
+void record_cost(BatchCostCurve& curve, const Batch& batch, double seconds) {
+    if (is_one_micro_batch(batch)) {
+        curve.record(batch.size(), seconds);
+    } else {
+        curve.record_untimed();
+    }
+}
+
 }  // namespace
 
 void validate(const GenerationOptions& options) {
@@ -196,11 +205,12 @@ void SpeculativeDecoder::choose_draft_lengths_for(std::span<Sequence* const> act
 
 void SpeculativeDecoder::calibrate_step_costs(const Sequence& seq) {
     costs_calibrated_ = true;
-    // Sizes 1, 2, 4, ... and the largest, each timed twice after an untimed warm-up call; every row
-    // outputs logits, as in a step. The running averages then follow the sizes steps really send.
+    // Sizes 1, 2, 4, ... and the largest, each timed twice (the first call builds llama.cpp's graph, the
+    // second reuses it) after an untimed warm-up call; every row outputs logits, as in a step. The running
+    // averages then follow the sizes steps really send.
     const auto time_sizes = [&seq](ModelContext& ctx, Batch& batch, int32_t first_pos, int32_t largest,
                                    BatchCostCurve& curve) {
-        std::vector<int32_t> sizes = {1};
+        std::vector<int32_t> sizes = {largest};
         for (int32_t size = 1; size < largest; size *= 2) sizes.insert(sizes.end(), {size, size});
         sizes.insert(sizes.end(), {largest, largest});
         for (size_t i = 0; i < sizes.size() && first_pos + sizes[i] <= ctx.n_ctx(); ++i) {
@@ -248,8 +258,7 @@ void SpeculativeDecoder::draft_all(std::span<Sequence* const> active) {
     while (draft_batch_.size() > 0) {
         const double decode_start = draft_ctx_->decode_seconds();
         draft_ctx_->decode(draft_batch_);
-        if (measure_costs_ && is_one_micro_batch(draft_batch_))
-            draft_costs_.record(draft_batch_.size(), draft_ctx_->decode_seconds() - decode_start);
+        if (measure_costs_) record_cost(draft_costs_, draft_batch_, draft_ctx_->decode_seconds() - decode_start);
         draft_batch_.clear();
         for (size_t s = 0; s < drafting.size(); ++s) {
             if (draft_rows_of_[s] < 0) continue;
@@ -329,7 +338,7 @@ void SpeculativeDecoder::verify_all(std::span<Sequence* const> active) {
     target_ctx_.decode(target_batch_);
     const double seconds = seconds_since(start);
     const double llama_seconds = target_ctx_.decode_seconds() - llama_start;
-    if (measure_costs_ && is_one_micro_batch(target_batch_)) verify_costs_.record(target_batch_.size(), llama_seconds);
+    if (measure_costs_) record_cost(verify_costs_, target_batch_, llama_seconds);
     for (Sequence* seq : active) {
         ++seq->result_.stats.target_calls;
         seq->result_.stats.verify_seconds += seconds;

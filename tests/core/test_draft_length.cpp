@@ -80,21 +80,62 @@ TEST(DraftLength, ExpectedTokensByHand) {
 
 TEST(DraftLength, CurveInterpolatesExtrapolatesAndAverages) {
     BatchCostCurve curve;
+    const auto record_twice = [&curve](int32_t size, double seconds) {  // built, then reused: no rebuild cost
+        curve.record(size, seconds);
+        curve.record(size, seconds);
+    };
     EXPECT_EQ(curve.seconds(4), 0.0);
-    curve.record(2, 1.0);
+    record_twice(2, 1.0);
     EXPECT_DOUBLE_EQ(curve.seconds(4), 2.0);  // one size known: proportional
-    curve.record(10, 2.0);
+    record_twice(10, 2.0);
+    EXPECT_DOUBLE_EQ(curve.rebuild_seconds(), 0.0);
     EXPECT_DOUBLE_EQ(curve.seconds(6), 1.5);
     EXPECT_DOUBLE_EQ(curve.seconds(18), 3.0);  // through the two largest sizes
     EXPECT_DOUBLE_EQ(curve.seconds(1), 1.0);   // never below the smallest size
-    curve.record(2, 2.0);                      // running average: 1.0 + 0.2 (2.0 − 1.0)
-    EXPECT_DOUBLE_EQ(curve.seconds(2), 1.2);
-    curve.record(6, 1.0);  // a noisy size below a smaller one's cost reads as that cost
+    record_twice(2, 2.0);  // the first call rebuilds (excess 1.0 − 0, weight 0.2), the second averages
+    EXPECT_DOUBLE_EQ(curve.rebuild_seconds(), 0.2);
+    EXPECT_DOUBLE_EQ(curve.seconds(2), 1.2);   // 1.0 + 0.2 (2.0 − 1.0)
+    record_twice(6, 1.0);  // a noisy size below a smaller one's cost reads as that cost
     EXPECT_DOUBLE_EQ(curve.seconds(6), 1.2);
     EXPECT_DOUBLE_EQ(curve.seconds(4), 1.2);
     curve.record(0, 5.0);  // nonsense is ignored
     curve.record(3, -1.0);
     EXPECT_EQ(curve.points().size(), 3u);
+}
+
+TEST(DraftLength, CurveChargesAGraphRebuildWhenTheSizeChanges) {
+    BatchCostCurve curve;
+    curve.record(4, 3.0);  // builds the graph: provisional
+    curve.record(4, 2.0);  // reuses it: the size costs 2.0, the rebuild 1.0
+    EXPECT_DOUBLE_EQ(curve.seconds(4), 2.0);
+    EXPECT_DOUBLE_EQ(curve.rebuild_seconds(), 1.0);
+    curve.record(8, 4.5);  // a new size, rebuilding: its own cost is the rest
+    EXPECT_DOUBLE_EQ(curve.seconds(8), 3.5);
+    curve.record(8, 3.0);  // reused: rebuild 1.0 + 0.2 ((4.5 − 3.0) − 1.0)
+    EXPECT_DOUBLE_EQ(curve.seconds(8), 3.0);
+    EXPECT_DOUBLE_EQ(curve.rebuild_seconds(), 1.1);
+    curve.record(4, 3.5);  // a known size rebuilding: rebuild 1.1 + 0.2 ((3.5 − 2.0) − 1.1)
+    EXPECT_DOUBLE_EQ(curve.seconds(4), 2.0);
+    EXPECT_DOUBLE_EQ(curve.rebuild_seconds(), 1.18);
+    EXPECT_EQ(curve.last_size(), 4);
+    const std::vector<int32_t> calls = {4, 4, 8};
+    EXPECT_DOUBLE_EQ(curve.seconds(calls), 2.0 + 2.0 + 3.0 + 1.18);
+    curve.record_untimed();  // a split call: whatever comes next rebuilds
+    const std::vector<int32_t> one = {4};
+    EXPECT_DOUBLE_EQ(curve.seconds(one), 2.0 + 1.18);
+}
+
+TEST(DraftLength, AGraphRebuildKeepsTheLastLengthWhenOthersGainLess) {
+    // Constant 10 ms verify, 0.1 ms a draft token, α = 0.5: E(γ) / t(γ) peaks at γ 5 (1.96875 / 10.5);
+    // γ 3 (the last step's, batch 4) gives 1.875 / 10.3, ahead of γ 5 once a rebuild adds 1 ms to it.
+    BatchCostCurve verify = linear_curve(10.0, 0.0);
+    const BatchCostCurve draft = linear_curve(0.1, 0.0);
+    EXPECT_EQ(choose_draft_lengths(verify, draft, candidates({0.5})).lengths, std::vector<int32_t>({5}));
+    verify.record(4, 11e-3);  // the last call had 4 tokens and rebuilt: 1 ms over its 10
+    EXPECT_DOUBLE_EQ(verify.rebuild_seconds(), 1e-3);
+    const DraftChoice stay = choose_draft_lengths(verify, draft, candidates({0.5}));
+    EXPECT_EQ(stay.lengths, std::vector<int32_t>({3}));
+    EXPECT_NEAR(stay.expected_seconds, 10.3e-3, 1e-12);
 }
 
 TEST(DraftLength, AcceptanceEstimateByHand) {
