@@ -96,6 +96,20 @@ LLAMA_SERVER_ARGS = (f"-m {REPO}/models/testbed-target.gguf -md {REPO}/models/te
                      "--spec-type draft-simple --spec-draft-n-max 16 -np 8 -c 4096 -t 1 -td 1 --no-webui")
 
 
+def without_draft(server_args):
+    """llama-server's flags less its draft model and speculation settings."""
+    words, kept = shlex.split(server_args), []
+    draft_flags = {"-md", "--model-draft", "--spec-type", "--spec-draft-n-max", "-td", "--threads-draft"}
+    i = 0
+    while i < len(words):
+        if words[i] in draft_flags:
+            i += 2
+            continue
+        kept.append(words[i])
+        i += 1
+    return shlex.join(kept)
+
+
 class LlamaServer:
     """llama.cpp's llama-server on a free loopback port, for as long as the `with` block runs."""
 
@@ -269,6 +283,9 @@ def main():
                         help="llama.cpp's llama-server binary: run the same workload against it too, side by side")
     parser.add_argument("--llama-server-args", default=LLAMA_SERVER_ARGS,
                         help="its models and flags (default: %(default)s)")
+    parser.add_argument("--llama-server-target-only", action="store_true",
+                        help="also run llama-server without its draft (the same flags less -md, --spec-type, "
+                             "--spec-draft-n-max and -td): speculation must never fall below plain batching")
     parser.add_argument("--engine", default=None,
                         help="`klspec bench` with the server's models and options, e.g. \"build/klspec bench -t 1\": "
                              "the engine's own tokens/s on the same prompts at -np 1 and -np C, for comparison")
@@ -300,6 +317,15 @@ def main():
         failures += [f"llama-server: {failure}" for failure in reference.failures]
         if "-md" in shlex.split(args.llama_server_args) and summary["llama_server"]["drafted"] == 0:
             failures.append("llama-server drafted no tokens: it decoded target-only (is --spec-type draft-simple set?)")
+    if args.llama_server and args.llama_server_target_only:
+        with LlamaServer(args.llama_server, without_draft(args.llama_server_args)) as server:
+            for key, clients in (("llama_server_target_only", args.concurrency), ("llama_server_target_only_one_client", 1)):
+                if clients == 1 and args.duration is None:
+                    continue
+                plain = Load(args, None, server.url)
+                summary[key] = plain.run(clients, args.duration)
+                summary[key]["command"] = shlex.join(server.command)
+                failures += [f"llama-server target-only: {failure}" for failure in plain.failures]
     if args.engine:
         summary["engine"] = engine_speed(args)
     summary["checked_against_cli"] = bool(args.cli)
@@ -319,6 +345,10 @@ def main():
             print_load("llama-server", summary["llama_server"])
             if args.duration is not None:
                 print_load("llama-server, one client", summary["llama_server_one_client"])
+        for key, title in (("llama_server_target_only", "llama-server, target-only"),
+                           ("llama_server_target_only_one_client", "llama-server, target-only, one client")):
+            if key in summary:
+                print_load(title, summary[key])
         if args.engine:
             print("engine (klspec bench, same prompts): " + ", ".join(
                 f"{key.split('_')[0]} {value:.1f} tokens/s" for key, value in summary["engine"].items()))
