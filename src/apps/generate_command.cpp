@@ -5,6 +5,7 @@
 #include <iostream>
 #include <memory>
 #include <sstream>
+#include <utility>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -64,9 +65,15 @@ void run_generate(const GenerateOptions& options) {
     }
     server::ProvenanceSpans spans;
     StepCallback print_text;
+    // The prompt is echoed with the first text, once decoding has accepted it: a refused prompt (longer than
+    // the context, say) leaves stdout empty and its one error line on stderr.
+    bool prompt_shown = false;
+    const auto show_prompt = [&] {
+        if (!std::exchange(prompt_shown, true)) std::fputs(prompt.c_str(), stdout);
+    };
     if (!options.json) {
-        std::fputs(prompt.c_str(), stdout);
         print_text = [&](const StepResult& step) {
+            show_prompt();
             if (!colour) {
                 std::fwrite(step.text.data(), 1, step.text.size(), stdout);
             } else {
@@ -94,6 +101,7 @@ void run_generate(const GenerateOptions& options) {
                          session.decoder->draft_costs());
         std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     } else {
+        show_prompt();
         std::fputs("\n\n", stdout);
         std::fflush(stdout);
         std::cerr << "stop: " << to_string(result.stop_reason) << "\n" << format_stats(result.stats)

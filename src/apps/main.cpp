@@ -36,7 +36,9 @@ int main(int argc, char** argv) {
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
-        return app.exit(e);
+        // --help and --version exit 0; every flag error is bad usage, exit 1 as any bad input (not CLI11's
+        // 105-109): 1 for what the user can fix, 2 for klspec's own failures.
+        return app.exit(e) == 0 ? 0 : 1;
     } catch (const klspec::Error& e) {
         std::fprintf(stderr, "klspec: error: %s\n", e.what());
         return 1;

@@ -159,13 +159,13 @@ TEST(AutoJudgeCli, TrainJudgeAndAnalyzeOnAMiningDirectory) {
     }
     const std::string head = test::temp_path("planted-head.json"), svg = test::temp_path("bins.svg");
     const test::CommandResult train = test::run_command(test::kCli + " train-judge " + dir + " --out " + head + " --json");
-    ASSERT_EQ(train.exit_code, 0) << train.output;
+    ASSERT_EQ(train.exit_code, 0) << train.errors;
     const nlohmann::json summary = nlohmann::json::parse(train.output);
     EXPECT_GT(summary.at("validation_auc").get<double>(), 0.95);
     EXPECT_EQ(summary.at("threshold_candidates").size(), 19u);
     const test::CommandResult analyze =
         test::run_command(test::kCli + " analyze " + dir + " --head " + head + " --svg " + svg + " --json");
-    ASSERT_EQ(analyze.exit_code, 0) << analyze.output;
+    ASSERT_EQ(analyze.exit_code, 0) << analyze.errors;
     const nlohmann::json bins = nlohmann::json::parse(analyze.output).at("score_bins");
     ASSERT_EQ(bins.size(), 10u);
     size_t count = 0;

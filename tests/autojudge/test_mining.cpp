@@ -147,13 +147,13 @@ TEST(Mining, ResumesAfterAnInterruptToTheSameRows) {
                                " -t 1 -n 32 --dataset " + dataset;
     ASSERT_EQ(test::run_command(common + " --out " + once).exit_code, 0);
     const test::CommandResult first = test::run_command(common + " --limit 2 --out " + resumed);
-    ASSERT_EQ(first.exit_code, 0) << first.output;
+    ASSERT_EQ(first.exit_code, 0) << first.errors;
     // A kill mid-problem leaves rows that problems.jsonl does not account for.
     std::ofstream(resumed + "/labels.jsonl", std::ios::app) << R"({"problem_id": "s2", "position": 1})" << "\n";
     std::ofstream(resumed + "/features.f32", std::ios::app | std::ios::binary) << "partial row";
     const test::CommandResult second = test::run_command(common + " --out " + resumed);
-    ASSERT_EQ(second.exit_code, 0) << second.output;
-    EXPECT_NE(second.output.find("2 problems already mined"), std::string::npos) << second.output;
+    ASSERT_EQ(second.exit_code, 0) << second.errors;
+    EXPECT_NE(second.errors.find("2 problems already mined"), std::string::npos) << second.errors;
     EXPECT_EQ(read_file(resumed + "/labels.jsonl"), read_file(once + "/labels.jsonl"));
     EXPECT_EQ(read_file(resumed + "/features.f32"), read_file(once + "/features.f32"));
     EXPECT_GT(read_file(once + "/labels.jsonl").size(), 0u);
@@ -162,8 +162,8 @@ TEST(Mining, ResumesAfterAnInterruptToTheSameRows) {
         test::run_command(test::kCli + " mine -m " + test::kTargetModel + " -md " + test::kDraftQ8 +
                           " -t 1 -n 32 --dataset " + dataset + " --out " + resumed);
     EXPECT_EQ(other.exit_code, 1);
-    EXPECT_NE(other.output.find("klspec: error: "), std::string::npos) << other.output;
-    EXPECT_NE(other.output.find("use another --out"), std::string::npos) << other.output;
+    EXPECT_NE(other.errors.find("klspec: error: "), std::string::npos) << other.errors;
+    EXPECT_NE(other.errors.find("use another --out"), std::string::npos) << other.errors;
 }
 
 TEST(AutoJudgeCommands, BadInputGivesOneLineErrors) {
@@ -172,9 +172,9 @@ TEST(AutoJudgeCommands, BadInputGivesOneLineErrors) {
                                         " --out " + test::temp_path("m"),
                                     std::string(" analyze /nonexistent/dir")}) {
         const test::CommandResult r = test::run_command(test::kCli + args);
-        EXPECT_EQ(r.exit_code, 1) << args << ": " << r.output;
-        EXPECT_EQ(r.output.rfind("klspec: error: ", 0), 0u) << r.output;
-        EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+        EXPECT_EQ(r.exit_code, 1) << args << ": " << r.errors;
+        EXPECT_EQ(r.errors.rfind("klspec: error: ", 0), 0u) << r.errors;
+        EXPECT_EQ(std::count(r.errors.begin(), r.errors.end(), '\n'), 1) << r.errors;
     }
 }
 

@@ -75,6 +75,15 @@ TEST(KlJudge, ConfidenceMask) {
     EXPECT_FALSE(KlJudge(1e-3, 0.999).decide(position(one_hot, one_hot, 0)).relaxed);
 }
 
+// The mask reads the target's confidence, not the draft's: each alone on its side of m = 0.9.
+TEST(KlJudge, ConfidenceMaskReadsTheTarget) {
+    const std::vector<float> unsure{0.0f, 0.0f};                   // (1/2, 1/2)
+    const std::vector<float> confident{std::log(99.0f), 0.0f};     // (0.99, 0.01)
+    const KlJudge judge(1e9, 0.9);
+    EXPECT_TRUE(judge.decide(position(unsure, confident, 0)).relaxed) << "an unsure target relaxes";
+    EXPECT_FALSE(judge.decide(position(confident, unsure, 1)).relaxed) << "a confident target never does";
+}
+
 TEST(KlJudge, DraftMissingATargetTokenIsNeverRelaxed) {
     const std::vector<float> draft{0.0f, 0.0f, kMinusInf};
     KlJudge judge(1e9, 1.0);

@@ -15,10 +15,11 @@ namespace {
 std::string generate_cmd(const std::string& args) { return test::kCli + " generate " + args; }
 
 void expect_one_line_error(const test::CommandResult& r, const std::string& phrase) {
-    EXPECT_NE(r.exit_code, 0) << r.output;
-    EXPECT_NE(r.exit_code, -1) << "killed by a signal: " << r.output;
-    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
-    EXPECT_NE(r.output.find(phrase), std::string::npos) << "expected '" << phrase << "' in: " << r.output;
+    EXPECT_NE(r.exit_code, -1) << "killed by a signal: " << r.errors;
+    EXPECT_EQ(r.exit_code, 1) << "bad input and usage exit 1: " << r.errors;
+    EXPECT_EQ(std::count(r.errors.begin(), r.errors.end(), '\n'), 1) << r.errors;
+    EXPECT_NE(r.errors.find(phrase), std::string::npos) << "expected '" << phrase << "' in: " << r.errors;
+    EXPECT_EQ(r.output, "") << "an error's output goes to stderr alone";
 }
 
 std::string read_file(const std::string& path) {
@@ -90,7 +91,7 @@ TEST(BadInput, ThreadCountLlamaCppCannotCreate) {
 TEST(BadInput, NegativeTokenCountSaysSoInWords) {
     const test::CommandResult r = test::run_command(generate_cmd("-m " + test::kTargetModel + " -n -5 -p hi"));
     expect_one_line_error(r, "must be >= 0, got -5");
-    EXPECT_LT(r.output.size(), 200u) << r.output;
+    EXPECT_LT(r.errors.size(), 200u) << r.errors;
 }
 
 TEST(BadInput, DraftOptionsOutOfRange) {

@@ -15,7 +15,7 @@ namespace {
 TEST(Cli, GenerateJsonMatchesLibrary) {
     const test::CommandResult r = test::run_command(test::kCli + " generate -m " + test::kTargetModel + " -md " +
                                                     test::kDraftQ8 + " -p 'Once upon a time' -n 24 -t 1 --json");
-    ASSERT_EQ(r.exit_code, 0) << r.output;
+    ASSERT_EQ(r.exit_code, 0) << r.errors;
     const nlohmann::json out = nlohmann::json::parse(r.output);
     const nlohmann::json& stats = out.at("stats");
     for (const char* key : {"target_calls", "draft_calls", "drafted", "accepted", "relaxed_accepted", "mat",
@@ -39,7 +39,7 @@ TEST(Cli, GenerateJsonMatchesLibrary) {
 TEST(Cli, StopStringCutsTheText) {
     const test::CommandResult r = test::run_command(test::kCli + " generate -m " + test::kTargetModel +
                                                     " -p 'Once upon a time' -n 64 -t 1 --stop Lily --json");
-    ASSERT_EQ(r.exit_code, 0) << r.output;
+    ASSERT_EQ(r.exit_code, 0) << r.errors;
     const nlohmann::json out = nlohmann::json::parse(r.output);
     EXPECT_EQ(out.at("stop_reason"), "stop_string");
     EXPECT_EQ(out.at("text").get<std::string>().find("Lily"), std::string::npos);
@@ -66,7 +66,7 @@ TEST(Cli, GenerateWithoutModelUsesTheDefaultPair) {
                                   "now?\nA:";
     const test::CommandResult r =
         test::run_command(test::kCli + " generate -f " + prompt_file + " -n 200 -t 1 --json");
-    ASSERT_EQ(r.exit_code, 0) << r.output;
+    ASSERT_EQ(r.exit_code, 0) << r.errors;
     const nlohmann::json out = nlohmann::json::parse(r.output);
     EXPECT_GT(out.at("stats").at("drafted").get<int>(), 0) << "the default draft was not used";
     EXPECT_NE(out.at("text").get<std::string>().find("The answer is 208"), std::string::npos) << out.at("text");
@@ -75,7 +75,7 @@ TEST(Cli, GenerateWithoutModelUsesTheDefaultPair) {
 TEST(Cli, BenchScoresADataset) {
     const test::CommandResult r = test::run_command(test::kCli + " bench --dataset " + test::kWordTestSet +
                                                     " --limit 5 -n 320 -t 1 --json");
-    ASSERT_EQ(r.exit_code, 0) << r.output;
+    ASSERT_EQ(r.exit_code, 0) << r.errors;
     const nlohmann::json out = nlohmann::json::parse(r.output);
     EXPECT_EQ(out.at("problems"), 5);
     EXPECT_EQ(out.at("accuracy").at("scored"), 5);
@@ -90,7 +90,7 @@ TEST(Cli, BenchParallelGivesTheSameOutputs) {
         const test::CommandResult r =
             test::run_command(test::kCli + " bench --dataset " + test::kWordTestSet + " --limit 8 -n 320 -t 1 -np " +
                               std::to_string(parallel) + " --json --outputs " + outputs);
-        ASSERT_EQ(r.exit_code, 0) << r.output;
+        ASSERT_EQ(r.exit_code, 0) << r.errors;
         EXPECT_EQ(nlohmann::json::parse(r.output).at("parallel"), parallel);
         std::ifstream in(outputs);
         for (std::string line; std::getline(in, line);)
@@ -105,7 +105,7 @@ TEST(Cli, TraceWritesOneRecordPerJudgedPosition) {
     const test::CommandResult r = test::run_command(test::kCli + " generate -m " + test::kTargetModel + " -md " +
                                                     test::kDraftQ4 + " -p 'Once upon a time' -n 48 -t 1 --draft-max 6 --draft-policy fixed " +
                                                     "--judge kl --judge-threshold 0.05 --json --trace " + trace);
-    ASSERT_EQ(r.exit_code, 0) << r.output;
+    ASSERT_EQ(r.exit_code, 0) << r.errors;
     const nlohmann::json stats = nlohmann::json::parse(r.output).at("stats");
     std::ifstream in(trace);
     int64_t accepted = 0, relaxed = 0, rejected = 0;
@@ -131,8 +131,8 @@ TEST(Cli, BenchRejectsAMalformedDataset) {
     const std::string path = test::temp_path("bad-dataset.jsonl");
     std::ofstream(path) << "{\"question\": \"Q: 1?\\nA:\", \"final\": 1}\n{\"prompt\": \"no question field\"}\n";
     const test::CommandResult r = test::run_command(test::kCli + " bench --dataset " + path);
-    EXPECT_EQ(r.exit_code, 1) << r.output;
-    EXPECT_NE(r.output.find(":2: expected a JSON object"), std::string::npos) << r.output;
+    EXPECT_EQ(r.exit_code, 1) << r.errors;
+    EXPECT_NE(r.errors.find(":2: expected a JSON object"), std::string::npos) << r.errors;
 }
 
 }  // namespace
@@ -146,10 +146,10 @@ TEST(Cli, MaxTvReportsItsBound) {
     const std::string common = test::kCli + " generate -m " + test::kTargetModel + " -md " + test::kDraftQ4 +
                                " -p 'Once upon a time' -n 24 -t 1 --temp 0.7 --json ";
     const test::CommandResult r = test::run_command(common + "--judge kl --max-tv 0.2");
-    ASSERT_EQ(r.exit_code, 0) << r.output;
+    ASSERT_EQ(r.exit_code, 0) << r.errors;
     EXPECT_DOUBLE_EQ(nlohmann::json::parse(r.output).at("tv_bound").get<double>(), 0.2);
     const test::CommandResult topk = test::run_command(common + "--judge topk --judge-topk 2");
-    ASSERT_EQ(topk.exit_code, 0) << topk.output;
+    ASSERT_EQ(topk.exit_code, 0) << topk.errors;
     EXPECT_FALSE(nlohmann::json::parse(topk.output).contains("tv_bound"));
 }
 

@@ -149,8 +149,8 @@ TEST(Rpc, BadServerListsAreOneLineErrors) {
         const test::CommandResult r = test::run_command(test::kCli + " generate -m " + test::kTargetModel +
                                                         " -p 'Once upon a time' -n 4 -t 1 --rpc '" + servers + "'");
         EXPECT_NE(r.exit_code, 0) << servers;
-        EXPECT_NE(r.output.find(message), std::string::npos) << r.output;
-        EXPECT_EQ(r.output.find('\n'), r.output.size() - 1) << "not one line: " << r.output;
+        EXPECT_NE(r.errors.find(message), std::string::npos) << r.errors;
+        EXPECT_EQ(r.errors.find('\n'), r.errors.size() - 1) << "not one line: " << r.errors;
     }
 }
 

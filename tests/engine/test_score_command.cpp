@@ -32,7 +32,7 @@ TEST(ScoreCommand, TestbedGoldSolutionsAreCorrect) {
         out.close();
         const test::CommandResult r =
             test::run_command(test::kCli + " score --json --dataset " + dataset + " --predictions " + predictions);
-        ASSERT_EQ(r.exit_code, 0) << r.output;
+        ASSERT_EQ(r.exit_code, 0) << r.errors;
         const nlohmann::json summary = nlohmann::json::parse(r.output);
         EXPECT_EQ(summary.at("scored").get<size_t>(), rows) << family;
         EXPECT_EQ(summary.at("correct").get<size_t>(), rows - 1) << family;
@@ -50,7 +50,7 @@ TEST(ScoreCommand, Gsm8kAndMmluProUseTheirOwnIdsAndGolds) {
     }
     const test::CommandResult r = test::run_command(test::kCli + " score --json --dataset gsm8k --data-dir " + kDatasets +
                                                     " --predictions " + predictions);
-    ASSERT_EQ(r.exit_code, 0) << r.output;
+    ASSERT_EQ(r.exit_code, 0) << r.errors;
     const nlohmann::json summary = nlohmann::json::parse(r.output);
     EXPECT_EQ(summary.at("correct"), 1);  // line 1's gold is 3
     EXPECT_EQ(summary.at("dataset_size"), 1319);
@@ -59,7 +59,7 @@ TEST(ScoreCommand, Gsm8kAndMmluProUseTheirOwnIdsAndGolds) {
     std::ofstream(mmlu) << R"({"id": 70, "output": "Unsafe practices cause distress. The answer is (I)."})" << "\n";
     const test::CommandResult m = test::run_command(test::kCli + " score --json --dataset mmlu-pro --data-dir " +
                                                     kDatasets + " --predictions " + mmlu);
-    ASSERT_EQ(m.exit_code, 0) << m.output;
+    ASSERT_EQ(m.exit_code, 0) << m.errors;
     EXPECT_EQ(nlohmann::json::parse(m.output).at("correct"), 1);  // question 70's answer is I
 }
 
@@ -84,7 +84,7 @@ TEST(ScoreCommand, Math500ReferenceSolutionsScoreCorrect) {
     }
     const test::CommandResult r = test::run_command(test::kCli + " score --json --dataset math500 --data-dir " +
                                                     kDatasets + " --predictions " + predictions);
-    ASSERT_EQ(r.exit_code, 0) << r.output;
+    ASSERT_EQ(r.exit_code, 0) << r.errors;
     const nlohmann::json summary = nlohmann::json::parse(r.output);
     EXPECT_EQ(summary.at("scored"), 500);
     EXPECT_EQ(summary.at("correct"), 499);
@@ -102,9 +102,9 @@ TEST(ScoreCommand, BadInputGivesOneLineErrors) {
              {" --dataset gsm8k --data-dir /nonexistent --predictions " + malformed, "cannot read /nonexistent"}}) {
         const test::CommandResult r = test::run_command(test::kCli + " score" + args);
         EXPECT_EQ(r.exit_code, 1) << args;
-        EXPECT_NE(r.output.find("klspec: error: "), std::string::npos) << r.output;
-        EXPECT_NE(r.output.find(message), std::string::npos) << r.output;
-        EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+        EXPECT_NE(r.errors.find("klspec: error: "), std::string::npos) << r.errors;
+        EXPECT_NE(r.errors.find(message), std::string::npos) << r.errors;
+        EXPECT_EQ(std::count(r.errors.begin(), r.errors.end(), '\n'), 1) << r.errors;
     }
 }
 
@@ -134,7 +134,7 @@ TEST(ScoreCommand, Gsm8kGoldAnswersScoreCorrectOnBothSplits) {
         }
         const test::CommandResult r = test::run_command(test::kCli + " score --json --dataset gsm8k --split " + split +
                                                         " --data-dir " + kDatasets + " --predictions " + predictions);
-        ASSERT_EQ(r.exit_code, 0) << r.output;
+        ASSERT_EQ(r.exit_code, 0) << r.errors;
         const nlohmann::json summary = nlohmann::json::parse(r.output);
         EXPECT_EQ(summary.at("scored").get<size_t>(), rows) << split;
         EXPECT_EQ(summary.at("correct").get<size_t>(), rows) << split;

@@ -1,9 +1,11 @@
 #include "test_support.h"
 
 #include <array>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <span>
 #include <stdexcept>
@@ -62,13 +64,20 @@ std::vector<std::string> gsm8k_prompts(size_t count) {
 
 CommandResult run_command(const std::string& command_line) {
     CommandResult result;
-    FILE* pipe = popen((command_line + " 2>&1").c_str(), "r");
+    char errors_path[] = "/tmp/klspec-test-stderr-XXXXXX";
+    const int errors_fd = mkstemp(errors_path);
+    if (errors_fd < 0) throw std::runtime_error("mkstemp failed");
+    close(errors_fd);
+    FILE* pipe = popen(("(" + command_line + ") 2>'" + errors_path + "'").c_str(), "r");
     if (pipe == nullptr) throw std::runtime_error("popen failed");
     std::array<char, 4096> buf{};
     size_t n;
     while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) result.output.append(buf.data(), n);
     const int status = pclose(pipe);
     result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    std::ifstream errors(errors_path);
+    result.errors.assign(std::istreambuf_iterator<char>(errors), std::istreambuf_iterator<char>());
+    std::remove(errors_path);
     return result;
 }
 

@@ -33,9 +33,10 @@ inline const char* const kNoSharedDatasets = "../shared/datasets/gsm8k/test.json
 
 struct CommandResult {
     int exit_code = 0;
-    std::string output;  // stdout and stderr together
+    std::string output;  // stdout: what --json and the results go to
+    std::string errors;  // stderr: errors, logs, progress (its timing varies with the machine's speed)
 };
-// Runs a shell command line and captures what it prints.
+// Runs a shell command line and captures its two streams apart: a test parses the one it reads.
 CommandResult run_command(const std::string& command_line);
 
 // A fresh path under the test's temporary directory.

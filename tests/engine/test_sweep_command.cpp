@@ -43,7 +43,7 @@ std::map<std::pair<std::string, std::string>, nlohmann::json> results_of(const s
 TEST(SweepCommand, WritesEveryPointAndVanillaIsTargetOnly) {
     const std::string out = test::temp_path("sweep-full");
     const test::CommandResult r = test::run_command(sweep_command(out, "--no-plots"));
-    ASSERT_EQ(r.exit_code, 0) << r.output;
+    ASSERT_EQ(r.exit_code, 0) << r.errors;
     EXPECT_NE(r.output.find("| rule | value | accuracy"), std::string::npos) << r.output;
     for (const char* file : {"sweep.json", "examples.jsonl", "summary.json", "summary.csv", "table.md"})
         EXPECT_TRUE(std::filesystem::exists(out + "/" + file)) << file;
@@ -72,7 +72,7 @@ TEST(SweepCommand, WritesEveryPointAndVanillaIsTargetOnly) {
         std::ofstream(prompt_file) << rows[i]["question"].get<std::string>();
         const test::CommandResult g = test::run_command(test::kCli + " generate --json -m " + test::kTargetModel +
                                                         " -n 24 -t 1 -f " + prompt_file);
-        ASSERT_EQ(g.exit_code, 0) << g.output;
+        ASSERT_EQ(g.exit_code, 0) << g.errors;
         EXPECT_EQ(results.at({"vanilla", std::to_string(i)})["output"], nlohmann::json::parse(g.output)["text"]) << i;
     }
 }
@@ -81,23 +81,26 @@ TEST(SweepCommand, AnInterruptedSweepResumesToTheSameResults) {
     const std::string full = test::temp_path("sweep-reference");
     ASSERT_EQ(test::run_command(sweep_command(full, "--no-plots")).exit_code, 0);
 
-    // An interrupt: the first 5 examples kept, the 6th cut mid-line.
-    const std::string resumed = test::temp_path("sweep-resumed");
-    std::filesystem::create_directories(resumed);
-    std::filesystem::copy_file(full + "/sweep.json", resumed + "/sweep.json");
-    {
-        std::ifstream in(full + "/examples.jsonl");
-        std::ofstream out(resumed + "/examples.jsonl");
-        std::string line;
-        for (int i = 0; i < 5 && std::getline(in, line); ++i) out << line << "\n";
-        std::getline(in, line);
-        out << line.substr(0, line.size() / 2);
+    // An interrupt: the first 5 examples kept, then the 6th cut mid-line (killed while writing) or nothing
+    // (stopped cleanly between two examples).
+    for (const bool cut : {true, false}) {
+        const std::string resumed = test::temp_path(cut ? "sweep-resumed-cut" : "sweep-resumed-clean");
+        std::filesystem::create_directories(resumed);
+        std::filesystem::copy_file(full + "/sweep.json", resumed + "/sweep.json");
+        {
+            std::ifstream in(full + "/examples.jsonl");
+            std::ofstream out(resumed + "/examples.jsonl");
+            std::string line;
+            for (int i = 0; i < 5 && std::getline(in, line); ++i) out << line << "\n";
+            std::getline(in, line);
+            if (cut) out << line.substr(0, line.size() / 2);
+        }
+        const test::CommandResult r = test::run_command(sweep_command(resumed, "--no-plots"));
+        ASSERT_EQ(r.exit_code, 0) << r.errors;
+        EXPECT_NE(r.errors.find("5 of 12 examples already done"), std::string::npos) << r.errors;
+        EXPECT_EQ(results_of(resumed), results_of(full)) << (cut ? "cut" : "clean");
+        EXPECT_EQ(read_jsonl(resumed + "/examples.jsonl").size(), 12u) << (cut ? "cut" : "clean");
     }
-    const test::CommandResult r = test::run_command(sweep_command(resumed, "--no-plots"));
-    ASSERT_EQ(r.exit_code, 0) << r.output;
-    EXPECT_NE(r.output.find("5 of 12 examples already done"), std::string::npos) << r.output;
-    EXPECT_EQ(results_of(resumed), results_of(full));
-    EXPECT_EQ(read_jsonl(resumed + "/examples.jsonl").size(), 12u);
 }
 
 TEST(SweepCommand, RefusesOtherSettingsAndBadPoints) {
@@ -105,8 +108,8 @@ TEST(SweepCommand, RefusesOtherSettingsAndBadPoints) {
     ASSERT_EQ(test::run_command(sweep_command(out, "--no-plots")).exit_code, 0);
     const test::CommandResult other = test::run_command(sweep_command(out, "--no-plots --draft-max 5"));
     EXPECT_EQ(other.exit_code, 1);
-    EXPECT_NE(other.output.find("holds a sweep with other settings (draft_max: 4 there, 5 now)"), std::string::npos)
-        << other.output;
+    EXPECT_NE(other.errors.find("holds a sweep with other settings (draft_max: 4 there, 5 now)"), std::string::npos)
+        << other.errors;
 
     for (const auto& [rules, message] : std::vector<std::pair<std::string, std::string>>{
              {"kl:abc", "sweep point 'kl:abc': 'abc' is not a number"},
@@ -118,14 +121,14 @@ TEST(SweepCommand, RefusesOtherSettingsAndBadPoints) {
                                                         test::kDraftQ4 + " --dataset " + kDataset + " --rules " +
                                                         rules + " --out " + test::temp_path("sweep-bad"));
         EXPECT_EQ(r.exit_code, 1) << rules;
-        EXPECT_NE(r.output.find(message), std::string::npos) << rules << ": " << r.output;
+        EXPECT_NE(r.errors.find(message), std::string::npos) << rules << ": " << r.errors;
     }
 }
 
 TEST(SweepCommand, DrawsBothPlots) {
     const std::string out = test::temp_path("sweep-plots");
     const test::CommandResult r = test::run_command(sweep_command(out));
-    ASSERT_EQ(r.exit_code, 0) << r.output;
+    ASSERT_EQ(r.exit_code, 0) << r.errors;
     for (const char* stem : {"accuracy_vs_mat", "accuracy_vs_speedup"}) {
         for (const char* ext : {".svg", ".png"}) {
             const std::string path = out + "/" + stem + ext;
@@ -152,7 +155,7 @@ TEST(CalibrateCommand, ChoosesTheHighestMatWithinBudgetAndValidates) {
                                 " --dataset " + kDataset + " --limit 6 -n 16 --draft-max 4 -t 1 --rule kl "
                                 "--values 0.01,0.5 --max-loss 1% --json --out " + out;
     const test::CommandResult r = test::run_command(command);
-    ASSERT_EQ(r.exit_code, 0) << r.output;
+    ASSERT_EQ(r.exit_code, 0) << r.errors;
     const nlohmann::json report = nlohmann::json::parse(r.output.substr(r.output.rfind("\n{") + 1));
     ASSERT_EQ(report["calibration"].size(), 2u);
     const nlohmann::json& low = report["calibration"][0];
@@ -167,7 +170,7 @@ TEST(CalibrateCommand, ChoosesTheHighestMatWithinBudgetAndValidates) {
                                                       test::kDraftQ4 + " --dataset " + kDataset +
                                                       " --max-loss lots --out " + test::temp_path("calibrate-bad"));
     EXPECT_EQ(bad.exit_code, 1);
-    EXPECT_NE(bad.output.find("--max-loss: 'lots' is not a number or a percentage"), std::string::npos) << bad.output;
+    EXPECT_NE(bad.errors.find("--max-loss: 'lots' is not a number or a percentage"), std::string::npos) << bad.errors;
 }
 
 // Every dataset klspec knows runs end to end through sweep (load, prompt, decode, score) on 2 problems.
@@ -184,7 +187,7 @@ TEST(SweepCommand, EveryDatasetRunsEndToEnd) {
         const test::CommandResult r = test::run_command(
             test::kCli + " sweep -m " + test::kTargetModel + " -md " + test::kDraftQ4 + " --dataset " + name +
             " --data-dir " + datasets + " --limit 2 -n 8 -t 1 --few-shot 0 --rules kl:1 --no-plots --json --out " + out);
-        ASSERT_EQ(r.exit_code, 0) << name << ": " << r.output;
+        ASSERT_EQ(r.exit_code, 0) << name << ": " << r.errors;
         const nlohmann::json summary = nlohmann::json::parse(r.output.substr(r.output.rfind("\n{") + 1));
         EXPECT_EQ(summary["points"][0]["examples"], 2) << name;
         EXPECT_EQ(summary["points"][1]["examples"], 2) << name;
@@ -216,7 +219,7 @@ TEST(SweepCommand, AutoJudgePointsGetTheHeadFile) {
         test::kCli + " sweep -m " + test::kTargetModel + " -md " + test::kDraftQ4 + " --dataset " + kDataset +
         " --limit 3 -n 24 --draft-max 4 -t 1 --judge-head " + head_path +
         " --rules kl:0.5 autojudge:0.4,0.6 --no-plots --json --out " + out);
-    ASSERT_EQ(r.exit_code, 0) << r.output;
+    ASSERT_EQ(r.exit_code, 0) << r.errors;
     const nlohmann::json points = nlohmann::json::parse(r.output.substr(r.output.rfind("\n{") + 1))["points"];
     ASSERT_EQ(points.size(), 4u);
     const nlohmann::json &vanilla = points[0], &never = points[2], &always = points[3];

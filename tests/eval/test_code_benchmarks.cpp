@@ -184,7 +184,7 @@ TEST(CodeBenchmarks, ScoreCommandRunsTheTests) {
     }
     const test::CommandResult r = test::run_command(test::kCli + " score --json --dataset humaneval --data-dir " +
                                                     kDatasets + " --predictions " + predictions);
-    ASSERT_EQ(r.exit_code, 0) << r.output;
+    ASSERT_EQ(r.exit_code, 0) << r.errors;
     const nlohmann::json summary = nlohmann::json::parse(r.output);
     EXPECT_EQ(summary.at("scored"), 3);
     EXPECT_EQ(summary.at("correct"), 1);
@@ -193,7 +193,7 @@ TEST(CodeBenchmarks, ScoreCommandRunsTheTests) {
 
     const test::CommandResult unknown = test::run_command(test::kCli + " score --dataset humaneval-x --predictions " + predictions);
     EXPECT_EQ(unknown.exit_code, 1);
-    EXPECT_NE(unknown.output.find("humaneval, mbpp-plus, livecodebench"), std::string::npos) << unknown.output;
+    EXPECT_NE(unknown.errors.find("humaneval, mbpp-plus, livecodebench"), std::string::npos) << unknown.errors;
 }
 
 }  // namespace

@@ -125,6 +125,22 @@ TEST(ServerRequest, ARequestsRuleDoesNotInheritTheServersKnobs) {
               "vanilla");
 }
 
+// A request's K replaces the server's when the rule is the same: the draft token ranked 3rd (0-based 2) is
+// in the server's top 5 but not in the request's top 2.
+TEST(ServerRequest, ARequestsTopKOverridesTheServersK) {
+    RequestDefaults defaults = server_defaults();
+    defaults.judge.rule = "topk";
+    defaults.judge.topk = 5;
+    const std::vector<float> target = {3.0f, 2.0f, 1.0f, 0.0f}, draft = {0.0f, 0.0f, 0.0f, 0.0f};
+    DraftPosition third;
+    third.target_logits = target;
+    third.draft_logits = draft;
+    third.draft_token = 2;
+    EXPECT_TRUE(parse_ok(R"({"prompt": "x"})", Endpoint::Completions, defaults).generation.judge->decide(third).relaxed);
+    for (const char* body : {R"({"prompt": "x", "judge_topk": 2})", R"({"prompt": "x", "judge": "topk", "judge_topk": 2})"})
+        EXPECT_FALSE(parse_ok(body, Endpoint::Completions, defaults).generation.judge->decide(third).relaxed) << body;
+}
+
 TEST(ServerRequest, StopIsAStringOrAnArrayOfStrings) {
     EXPECT_EQ(parse_ok(R"({"prompt": "x", "stop": "Lily"})").generation.stop_strings, std::vector<std::string>{"Lily"});
     EXPECT_EQ(parse_ok(R"({"prompt": "x", "stop": ["a", "bc"]})").generation.stop_strings,

@@ -149,7 +149,7 @@ std::vector<std::string> sse_events(const std::string& body) {
 TEST_F(ServerTest, CompletionEqualsGenerate) {
     const test::CommandResult cli = test::run_command(test::kCli + " generate -m " + test::kTargetModel + " -md " +
                                                       test::kDraftQ4 + " -p 'Once upon a time' -n 32 -t 1 --draft-policy fixed --json");
-    ASSERT_EQ(cli.exit_code, 0) << cli.output;
+    ASSERT_EQ(cli.exit_code, 0) << cli.errors;
     const json expected = json::parse(cli.output);
 
     const HttpReply reply = post("/v1/completions", json{{"prompt", "Once upon a time"}, {"max_tokens", 32}});
@@ -402,7 +402,7 @@ TEST_F(ServerTest, PageColoursTokensInHeadlessChromium) {
     const std::string chromium = "(chromium --headless --no-sandbox --disable-gpu --hide-scrollbars "
                                  "--virtual-time-budget=60000 --window-size=1000,620 ";
     const test::CommandResult dom = test::run_command(chromium + "--dump-dom '" + url + "' 2>/dev/null)");
-    ASSERT_EQ(dom.exit_code, 0) << dom.output;
+    ASSERT_EQ(dom.exit_code, 0) << dom.errors;
 
     json request = knobs;
     request["prompt"] = prompt;
@@ -431,7 +431,7 @@ TEST_F(ServerTest, PageColoursTokensInHeadlessChromium) {
 
     const std::string png = test::temp_path("serve-page.png");
     const test::CommandResult shot = test::run_command(chromium + "--screenshot=" + png + " '" + url + "' 2>/dev/null)");
-    ASSERT_EQ(shot.exit_code, 0) << shot.output;
+    ASSERT_EQ(shot.exit_code, 0) << shot.errors;
     std::ifstream in(png, std::ios::binary);
     const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     ASSERT_GE(bytes.size(), 24u) << png;
@@ -500,7 +500,7 @@ TEST_F(ChatServerTest, OfficialOpenAiNodeClient) {
     const test::CommandResult client = test::run_command(
         "NODE_PATH='" + last_line(install.output) + "' node " + KLSPEC_SOURCE_DIR +
         "/tests/server/openai_client.cjs http://127.0.0.1:" + std::to_string(port()) + "/v1 stories260K");
-    ASSERT_EQ(client.exit_code, 0) << client.output;
+    ASSERT_EQ(client.exit_code, 0) << client.errors;
     const json got = json::parse(client.output);
 
     const HttpReply completion = post("/v1/completions", json{{"prompt", "Once upon a time"}, {"max_tokens", 32}});
