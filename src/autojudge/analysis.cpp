@@ -60,7 +60,7 @@ LabelConsistency label_consistency(const std::vector<std::string>& mining_dirs) 
     for (const auto& [key, labels] : labels_of) {
         if (labels.size() != mining_dirs.size()) continue;
         ++out.matched;
-        out.agreeing += std::all_of(labels.begin(), labels.end(), [&](int l) { return l == labels.front(); });
+        out.agreeing += std::all_of(labels.begin(), labels.end(), [first = labels.front()](int l) { return l == first; });
     }
     return out;
 }

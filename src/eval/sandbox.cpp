@@ -29,7 +29,11 @@ namespace {
 
 constexpr const char* kPython = "/usr/bin/python3";  // Debian's: never a pyenv or venv shim on PATH
 constexpr const char* kSandboxDir = "/tmp/sandbox";   // the program's cwd inside the sandbox
-constexpr uid_t kNobody = 65534;
+// Started as root, each sandbox runs as a uid of its own, kSandboxUidBase + its reaper's pid (no account
+// has one: nothing on the host belongs to it), so one sandbox's fork bomb exhausts RLIMIT_NPROC, which
+// the kernel counts per uid, for itself alone and never for a sandbox running beside it.
+constexpr uid_t kSandboxUidBase = 0x40000000;
+constexpr gid_t kNogroup = 65534;
 
 std::string find_bwrap() {
     const char* path = std::getenv("PATH");
@@ -82,9 +86,11 @@ volatile sig_atomic_t sandbox_group = 0, timeout_requested = 0;
 // The forked child, a subreaper between the host and bwrap: bwrap exits without reaping its pid 1, and
 // the host's init may take seconds to, all the while counting against the process limit; this reaps the
 // whole tree before it exits with bwrap's status. Async-signal-safe system calls only, then exec.
-[[noreturn]] void reap_sandbox(const std::vector<char*>& argv, const std::vector<char*>& env, int stdin_fd,
-                               int stdout_fd, int stderr_fd, const SandboxLimits& limits) {
+[[noreturn]] void reap_sandbox(const std::vector<char*>& argv, const std::vector<char*>& env, const char* run_dir,
+                               int stdin_fd, int stdout_fd, int stderr_fd, const SandboxLimits& limits) {
     setsid();  // no controlling terminal to inject input into
+    const uid_t sandbox_uid = kSandboxUidBase + static_cast<uid_t>(getpid());
+    if (getuid() == 0 && chown(run_dir, sandbox_uid, kNogroup) != 0) _exit(126);  // the program writes there
     dup2(stdin_fd, 0);
     dup2(stdout_fd, 1);
     dup2(stderr_fd, 2);
@@ -113,7 +119,7 @@ volatile sig_atomic_t sandbox_group = 0, timeout_requested = 0;
         limit(RLIMIT_FSIZE, limits.file_bytes, limits.file_bytes);
         limit(RLIMIT_NPROC, limits.processes, limits.processes);
         limit(RLIMIT_CORE, 0, 0);
-        if (getuid() == 0 && (setgroups(0, nullptr) != 0 || setgid(kNobody) != 0 || setuid(kNobody) != 0)) _exit(126);
+        if (getuid() == 0 && (setgroups(0, nullptr) != 0 || setgid(kNogroup) != 0 || setuid(sandbox_uid) != 0)) _exit(126);
         execve(argv[0], argv.data(), env.data());
         _exit(127);
     }
@@ -147,8 +153,6 @@ SandboxResult run_once(const std::string& bwrap, std::string_view program, std::
     if (access(kPython, X_OK) != 0) throw Error(fmt::format("{} is missing: code benchmarks need Debian's python3", kPython));
     RunDirectory dir;
     std::ofstream(dir.path() + "/main.py", std::ios::binary) << program;
-    if (getuid() == 0 && chown(dir.path().c_str(), kNobody, kNobody) != 0)
-        throw Error(fmt::format("cannot hand {} to the sandbox user", dir.path()));
 
     std::vector<std::string> args = {bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--remount-ro", "/dev",
                                      "--proc", "/proc", "--tmpfs", "/tmp", "--bind", dir.path(), kSandboxDir,
@@ -176,7 +180,7 @@ SandboxResult run_once(const std::string& bwrap, std::string_view program, std::
 
     const pid_t pid = fork();
     if (pid < 0) throw Error("cannot fork the sandbox");
-    if (pid == 0) reap_sandbox(argv, env, stdin_child.fd, stdout_child.fd, stderr_child.fd, limits);
+    if (pid == 0) reap_sandbox(argv, env, dir.path().c_str(), stdin_child.fd, stdout_child.fd, stderr_child.fd, limits);
     stdin_child.reset();
     stdout_child.reset();
     stderr_child.reset();

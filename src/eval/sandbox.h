@@ -3,8 +3,8 @@
 // The program runs as Debian's /usr/bin/python3 under bubblewrap: no network, its own pid namespace (the
 // whole tree dies with it), the host filesystem read-only except a fresh temporary directory that is its
 // cwd (removed afterwards), no host file descriptors, and a new session (no controlling terminal).
-// setrlimit bounds its CPU time, address space, file size and process count; run as root, it drops to
-// nobody (65534) first, since the kernel never applies the process limit to root.
+// setrlimit bounds its CPU time, address space, file size and process count; run as root, it drops to a
+// uid of its own first, since the kernel never applies the process limit to root and counts it per uid.
 #pragma once
 
 #include <chrono>

@@ -106,14 +106,20 @@ TEST(Sandbox, CpuLimitEndsABusyLoop) {
     EXPECT_EQ(run.signal, SIGXCPU);
 }
 
-// A fork bomb never has more than the process limit alive, and nothing of it survives the run.
+// A fork bomb never has more than the process limit alive, nothing of it survives the run, and a sandbox
+// started beside it while it runs still works (each sandbox counts its processes under its own uid).
 TEST(Sandbox, ForkBombIsBoundedAndCleanedUp) {
     const std::string marker = process_marker("forkbomb");
     const std::string bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n";
     auto scoring = std::async(std::launch::async, [&] { return score_output(doubling_problem(), solution(exec_tagged(bomb, marker))); });
     size_t most_alive = 0;
-    while (scoring.wait_for(std::chrono::milliseconds(200)) != std::future_status::ready)
+    std::vector<ScoredOutput> beside;
+    while (scoring.wait_for(std::chrono::milliseconds(200)) != std::future_status::ready) {
         most_alive = std::max(most_alive, processes_with(marker));
+        if (most_alive > 1 && beside.size() < 3) beside.push_back(score_output(doubling_problem(), solution("    return 2 * x\n")));
+    }
+    ASSERT_FALSE(beside.empty()) << "the bomb ended before a sandbox could run beside it";
+    for (const ScoredOutput& other : beside) EXPECT_TRUE(other.correct) << other.prediction.value_or("no output");
     const ScoredOutput verdict = scoring.get();
     EXPECT_FALSE(verdict.correct);
     EXPECT_GT(most_alive, 1u);  // it did fork ...
