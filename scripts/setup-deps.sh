@@ -7,7 +7,8 @@ packages=(build-essential cmake git
           bubblewrap python3 zlib1g-dev  # the sandbox code benchmarks run in, and HumanEval's .gz
           python3-torch  # the testbed's growth and GGUF export tests (tools/testbed)
           libopenblas0-pthread  # torch's float32 matmuls; without it the reference BLAS is ~30x slower
-          chromium)  # headless, renders `klspec serve`'s page in its test
+          chromium  # headless, renders `klspec serve`'s page in its test
+          clang libclang-rt-dev)  # scripts/test-sanitized.sh: ASan/UBSan and libFuzzer
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

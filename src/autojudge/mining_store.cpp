@@ -132,7 +132,7 @@ MinedData read_mined(const std::string& dir) {
     if (!fs::is_directory(root)) throw Error(fmt::format("{} is not a mining directory (klspec mine --out)", dir));
     MinedData data;
     const nlohmann::json meta = read_json_file(root / "meta.json");
-    if (meta.value("format", "") != kFormat)
+    if (!meta.is_object() || !meta.contains("format") || meta["format"] != kFormat)
         throw Error(fmt::format("{}/meta.json: not a klspec mining run (format {})", dir, kFormat));
     try {
         data.draft_hidden_size = meta.at("draft_hidden_size").get<size_t>();

@@ -11,17 +11,17 @@ TextStream::TextStream(std::vector<std::string> stop_strings) : stop_strings_(st
 bool TextStream::append(std::string_view piece) {
     const size_t old_size = text_.size();
     text_.append(piece);
+    // The text ends before the earliest match of any stop string (one piece can hold several).
+    size_t earliest = std::string::npos;
     for (const std::string& stop : stop_strings_) {
         // A match must end inside the new piece; start looking where it could begin.
         const size_t from = old_size >= stop.size() ? old_size - stop.size() + 1 : 0;
-        const size_t at = text_.find(stop, from);
-        if (at != std::string::npos) {
-            text_.resize(at);
-            finished_ = true;
-            return true;
-        }
+        earliest = std::min(earliest, text_.find(stop, from));
     }
-    return false;
+    if (earliest == std::string::npos) return false;
+    text_.resize(earliest);
+    finished_ = true;
+    return true;
 }
 
 size_t TextStream::pending_stop_prefix() const {

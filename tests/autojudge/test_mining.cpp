@@ -166,6 +166,17 @@ TEST(Mining, ResumesAfterAnInterruptToTheSameRows) {
     EXPECT_NE(other.errors.find("use another --out"), std::string::npos) << other.errors;
 }
 
+// Found by fuzz_mined: a meta.json that is valid JSON but no object ("0") was an internal error.
+TEST(AutoJudgeCommands, AMetaFileThatIsNoObjectIsRefusedInOneLine) {
+    const std::string dir = test::temp_path("mined-not-an-object");
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir + "/meta.json") << " 0";
+    const test::CommandResult r = test::run_command(test::kCli + " train-judge " + dir + " --out " + dir + "/h.json");
+    EXPECT_EQ(r.exit_code, 1) << r.errors;
+    EXPECT_EQ(r.errors.rfind("klspec: error: ", 0), 0u) << r.errors;
+    EXPECT_NE(r.errors.find("not a klspec mining run"), std::string::npos) << r.errors;
+}
+
 TEST(AutoJudgeCommands, BadInputGivesOneLineErrors) {
     for (const std::string& args : {std::string(" train-judge /nonexistent/dir --out /tmp/h.json"),
                                     " mine -m " + test::kTargetModel + " --dataset " + test::kWordTestSet +

@@ -25,6 +25,14 @@ TEST(TextStream, StopStringAcrossPiecesCutsTheText) {
     EXPECT_EQ(stream.take_stable(), "");
 }
 
+// Found by fuzz_text_stream: one piece holding two stop strings ends before the earlier match, whichever
+// stop string is listed first.
+TEST(TextStream, OnePieceWithTwoStopStringsCutsAtTheEarlierMatch) {
+    TextStream stream({"Lily", "\n"});
+    EXPECT_TRUE(stream.append("The end.\nLily went home."));
+    EXPECT_EQ(stream.text(), "The end.");
+}
+
 TEST(TextStream, HeldBackTextIsReleasedWhenItCannotMatch) {
     TextStream stream({"END"});
     EXPECT_FALSE(stream.append("the EN"));

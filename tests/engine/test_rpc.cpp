@@ -103,14 +103,10 @@ struct Generation {
 };
 
 Generation generate(const std::string& flags) {
-    const std::string log_path = test::temp_path("rpc-generate.log");
-    const test::CommandResult r = test::run_command("(" + test::kCli + " generate -m " + test::kTargetModel +
-                                                    " -p 'Once upon a time' -n 48 -t 1 --temp 0 --json -v " + flags +
-                                                    " 2>" + log_path + ")");
-    std::ostringstream log;
-    log << std::ifstream(log_path).rdbuf();
-    if (r.exit_code != 0) throw std::runtime_error("klspec generate " + flags + " failed: " + log.str());
-    return {nlohmann::json::parse(r.output).at("tokens").get<std::vector<int32_t>>(), log.str()};
+    const test::CommandResult r = test::run_command(test::kCli + " generate -m " + test::kTargetModel +
+                                                    " -p 'Once upon a time' -n 48 -t 1 --temp 0 --json -v " + flags);
+    if (r.exit_code != 0) throw std::runtime_error("klspec generate " + flags + " failed: " + r.errors);
+    return {nlohmann::json::parse(r.output).at("tokens").get<std::vector<int32_t>>(), r.errors};
 }
 
 TEST(Rpc, TargetOnTwoServersGivesTheLocalTokens) {

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The whole test suite built with AddressSanitizer and UndefinedBehaviorSanitizer (clang; klspec's own
+# code instrumented, the cached llama.cpp as installed), then every libFuzzer target of tests/fuzz for
+# KLSPEC_FUZZ_SECONDS each (default 20) from its committed corpus. Fails on any failing test, any
+# sanitizer report (of the tests or of the CLI processes they start) and any fuzzer crash.
+#   bash scripts/test-sanitized.sh          # build-sanitize/ (or $KLSPEC_SANITIZE_BUILD_DIR)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build_dir="${KLSPEC_SANITIZE_BUILD_DIR:-$root/build-sanitize}"
+fuzz_seconds="${KLSPEC_FUZZ_SECONDS:-20}"
+
+bash "$root/scripts/setup-deps.sh"
+llama_dir=$(bash "$root/scripts/build-llama.sh" | tail -n 1)
+cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$llama_dir/install" \
+  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DKLSPEC_SANITIZE=address,undefined -DKLSPEC_FUZZ=ON \
+  -DKLSPEC_BUILD_BENCHMARKS=OFF >/dev/null
+cmake --build "$build_dir" -j "$(nproc)"
+
+# Reports go to files as well as stderr: a report in a child process (the CLI a test runs) is found even
+# where the test only checks an exit code. Exit code 86 is no code klspec itself uses.
+reports="$build_dir/sanitizer-reports"
+rm -rf "$reports" && mkdir -p "$reports"
+export ASAN_OPTIONS="log_path=$reports/asan:exitcode=86:detect_stack_use_after_return=1:strict_string_checks=1"
+export UBSAN_OPTIONS="log_path=$reports/ubsan:print_stacktrace=1:halt_on_error=1:exitcode=86"
+export LSAN_OPTIONS="suppressions=$root/tests/sanitizers/lsan.supp:print_suppressions=0"
+status=0
+(cd "$build_dir" && ctest --output-on-failure -j "$(nproc)") || status=1
+
+for fuzzer in "$build_dir"/tests/fuzz/fuzz_*; do
+  name=$(basename "$fuzzer"); name=${name#fuzz_}
+  work=$(mktemp -d)  # new inputs go here; the committed corpus is only read
+  echo "fuzzing $name for ${fuzz_seconds}s"
+  "$fuzzer" -max_total_time="$fuzz_seconds" -rss_limit_mb=4096 -artifact_prefix="$build_dir/crash-$name-" \
+    "$work" "$root/tests/fuzz/corpus/$name" >"$build_dir/fuzz-$name.log" 2>&1 \
+    || { echo "fuzz_$name failed: see $build_dir/fuzz-$name.log"; tail -n 30 "$build_dir/fuzz-$name.log"; status=1; }
+  rm -rf "$work"
+done
+
+if compgen -G "$reports/*" >/dev/null; then
+  echo "sanitizer reports:"; head -n 40 "$reports"/*; status=1
+fi
+exit $status
