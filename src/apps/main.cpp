@@ -13,9 +13,11 @@
 #include "apps/score_command.h"
 #include "apps/serve_command.h"
 #include "apps/sweep_command.h"
+#include "apps/thread_wait.h"
 #include "core/error.h"
 
 int main(int argc, char** argv) {
+    klspec::apply_poll_level(argv);  // first: it may re-execute the process
     CLI::App app{"klspec: speculative decoding with judge rules (KL, Top-K, entropy, AutoJudge) on llama.cpp"};
     app.require_subcommand(1);
     app.failure_message([](const CLI::App*, const CLI::Error& e) {

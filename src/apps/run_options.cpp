@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "apps/stats_report.h"
+#include "apps/thread_wait.h"
 #include "core/error.h"
 
 namespace klspec {
@@ -59,6 +60,13 @@ void add_model_options(CLI::App& app, RunOptions& options) {
         ->capture_default_str()->check(kPositive);
     app.add_option("-t,--threads", options.context.n_threads, "CPU threads (0 = all)")
         ->capture_default_str()->check(kNonNegative);
+    // Taken before parsing (apps/thread_wait.h): here it is only checked and explained.
+    app.add_option_function<int>("--poll", [](int) {},
+                                 fmt::format("How ggml's idle threads wait, as llama.cpp's --poll: 0 = sleep at once, "
+                                             "N = spin N x 1000 times first (default {}: on a busy machine spinning "
+                                             "threads starve the ones they wait for)",
+                                             kDefaultPollLevel))
+        ->check(CLI::Range(0, kMaxPollLevel));
     app.add_option_function<int32_t>(
            "--n-gpu-layers", [&options](int32_t layers) { options.model.gpu_layers = layers; },
            "Layers to offload to the GPU when llama.cpp was built with a GPU backend, or to the --rpc servers; "

@@ -78,6 +78,16 @@ TEST(BadInput, NonPositiveDraftMax) {
         "draft-max");
 }
 
+// --poll is read before the command line is parsed (it re-executes the process): a bad value must still
+// reach the parser's one-line error, and a good one must decode.
+TEST(BadInput, PollLevelOutOfRange) {
+    for (const char* level : {"101", "-1", "lots"})
+        expect_one_line_error(test::run_command(generate_cmd("-m " + test::kTargetModel + " -p hi --poll " + level)),
+                              "--poll");
+    const test::CommandResult ok = test::run_command(generate_cmd("-m " + test::kTargetModel + " -p hi -n 4 --poll 0"));
+    EXPECT_EQ(ok.exit_code, 0) << ok.errors;
+}
+
 TEST(BadInput, NegativeTemperature) {
     expect_one_line_error(test::run_command(generate_cmd("-m " + test::kTargetModel + " --temp -1 -p hi")),
                           "temperature");
