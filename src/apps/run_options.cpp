@@ -60,6 +60,10 @@ void add_model_options(CLI::App& app, RunOptions& options) {
         ->capture_default_str()->check(kPositive);
     app.add_option("-t,--threads", options.context.n_threads, "CPU threads (0 = all)")
         ->capture_default_str()->check(kNonNegative);
+    app.add_option("--threads-draft", options.context.n_threads_draft,
+                   "CPU threads of the draft model (0 = as --threads); also -td. A small draft decodes one token "
+                   "per call, where one thread can beat several")
+        ->capture_default_str()->check(kNonNegative);
     // Taken before parsing (apps/thread_wait.h): here it is only checked and explained.
     app.add_option_function<int>("--poll", [](int) {},
                                  fmt::format("How ggml's idle threads wait, as llama.cpp's --poll: 0 = sleep at once, "
@@ -226,10 +230,12 @@ void normalize_llama_style_flags(int argc, char** argv) {
     static char model_draft[] = "--model-draft";
     static char gpu_layers[] = "--n-gpu-layers";
     static char parallel[] = "--parallel";
+    static char threads_draft[] = "--threads-draft";
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "-md") == 0) argv[i] = model_draft;
         if (std::strcmp(argv[i], "-ngl") == 0) argv[i] = gpu_layers;
         if (std::strcmp(argv[i], "-np") == 0) argv[i] = parallel;
+        if (std::strcmp(argv[i], "-td") == 0) argv[i] = threads_draft;
     }
 }
 

@@ -25,6 +25,9 @@ void validate(const ContextOptions& options) {
     if (options.n_threads < 0 || options.n_threads > kMaxThreads)
         throw Error(fmt::format("threads must be in 0..{} (0 = all hardware threads), got {}", kMaxThreads,
                                 options.n_threads));
+    if (options.n_threads_draft < 0 || options.n_threads_draft > kMaxThreads)
+        throw Error(fmt::format("draft threads must be in 0..{} (0 = as --threads), got {}", kMaxThreads,
+                                options.n_threads_draft));
     if (options.n_sequences < 1 || options.n_sequences > kMaxSequences)
         throw Error(fmt::format("parallel sequences must be in 1..{}, got {}", kMaxSequences, options.n_sequences));
 }

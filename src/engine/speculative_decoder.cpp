@@ -86,7 +86,9 @@ SpeculativeDecoder::SpeculativeDecoder(const Model& target, const Model* draft, 
     : target_(target), target_ctx_(target, options), target_batch_(64), draft_batch_(64) {
     if (draft != nullptr) {
         require_same_vocabulary(target, *draft);
-        draft_ctx_ = std::make_unique<ModelContext>(*draft, options);
+        ContextOptions draft_options = options;
+        if (options.n_threads_draft > 0) draft_options.n_threads = options.n_threads_draft;
+        draft_ctx_ = std::make_unique<ModelContext>(*draft, draft_options);
     }
 }
 

@@ -88,6 +88,13 @@ TEST(BadInput, PollLevelOutOfRange) {
     EXPECT_EQ(ok.exit_code, 0) << ok.errors;
 }
 
+TEST(BadInput, DraftThreadsOutOfRange) {
+    expect_one_line_error(test::run_command(generate_cmd("-m " + test::kTargetModel + " -md " + test::kDraftQ8 +
+                                                         " -p hi -td 600")),
+                          "draft threads must be in 0..512");
+    expect_one_line_error(test::run_command(generate_cmd("-m " + test::kTargetModel + " -p hi -td -1")), "threads-draft");
+}
+
 TEST(BadInput, NegativeTemperature) {
     expect_one_line_error(test::run_command(generate_cmd("-m " + test::kTargetModel + " --temp -1 -p hi")),
                           "temperature");
