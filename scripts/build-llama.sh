@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Fetches the pinned llama.cpp (from the npm package node-llama-cpp, which ships its exact source as a
-# git bundle), builds libllama + ggml (with the RPC backend) and the reference tools (llama-quantize,
+# git bundle), builds libllama + ggml (with the RPC backend), llama.cpp's `common` library (chat templates,
+# Jinja included, as llama-server applies them; installed as lib/libllama-common.so + include/llama-common/)
+# and the reference tools (llama-quantize,
 # llama-simple, llama-speculative-simple, llama-bench, llama-server, ggml-rpc-server) into a cache outside
 # the clone, keyed by commit + build flags.
 # Prints the cache directory on its last line; a second run with the same key is a no-op.
@@ -44,6 +46,8 @@ dest="$cache_root/llama.cpp-${LLAMA_COMMIT:0:12}-$flags_key"
 complete() {
   [[ -f "$dest/.libraries-complete" ]] || return 1
   for tool in "${TOOLS[@]}"; do [[ -x "$dest/install/bin/$tool" ]] || return 1; done
+  [[ -f "$dest/install/include/llama-common/chat.h" ]] || return 1
+  [[ -z "$(nm -D --defined-only "$dest/install/lib/libllama-common.so" | grep httplib)" ]]
 }
 if complete; then
   echo "llama.cpp: cached build at $dest" >&2
@@ -85,8 +89,16 @@ fi
 
 # Phase 2: the reference tools from the same tree (reuses the compiled libraries).
 echo "llama.cpp: building ${TOOLS[*]}" >&2
-cmake -S "$dest/src" -B "$dest/build" -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_COMMON=ON >/dev/null
+# libllama-common links llama.cpp's own cpp-httplib (0.57) statically; --exclude-libs keeps those symbols
+# out of its exports, where they would clash with the Debian cpp-httplib (0.11) klspec's server links.
+cmake -S "$dest/src" -B "$dest/build" -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_COMMON=ON \
+      -DCMAKE_SHARED_LINKER_FLAGS="-Wl,--exclude-libs,libcpp-httplib.a" >/dev/null
 cmake --build "$dest/build" -j "$jobs" --target "${TOOLS[@]}" >&2
 mkdir -p "$dest/install/bin"
 for tool in "${TOOLS[@]}"; do cp "$dest/build/bin/$tool" "$dest/install/bin/"; done
+# The common library (built for llama-server above) with its headers, for klspec's chat templates.
+cp -P "$dest"/build/bin/libllama-common.so* "$dest/install/lib/"
+mkdir -p "$dest/install/include/llama-common/jinja"
+cp "$dest"/src/common/*.h "$dest/install/include/llama-common/"
+cp "$dest"/src/common/jinja/*.h "$dest/install/include/llama-common/jinja/"
 echo "$dest"

@@ -46,9 +46,9 @@ void run_serve(const ServeOptions& options) {
         while (serving && !stop_requested) std::this_thread::sleep_for(std::chrono::milliseconds(100));
         server.stop();
     });
-    std::printf("klspec serve: listening on http://%s:%d (model %s, %d slots, judge %s)\n",
+    std::printf("klspec serve: listening on http://%s:%d (model %s, %d slots, judge %s, chat template %s)\n",
                 server_options.host.c_str(), port, server_options.model_name.c_str(), server_options.slots,
-                std::string(session.generation.judge->name()).c_str());
+                std::string(session.generation.judge->name()).c_str(), server.chat_template().origin().c_str());
     std::fflush(stdout);
     server.listen();
     serving = false;
@@ -73,6 +73,13 @@ void register_serve_command(CLI::App& app) {
                     "Slots (also -np): requests decoded together, their drafts verified in one target batch; more "
                     "requests wait in a queue")
         ->capture_default_str()->check(CLI::Range(1, 64));
+    cmd->add_option("--chat-template", options->server.chat_template,
+                    "How /v1/chat/completions formats messages: a built-in template name (" +
+                        builtin_chat_template_names() +
+                        ") or a Jinja template file; default: the model's own template (Jinja, as llama-server), "
+                        "chatml when it has none");
+    cmd->add_option("--chat-template-file", options->server.chat_template, "A Jinja chat template file (llama-server's "
+                    "spelling of --chat-template FILE)")->check(CLI::ExistingFile);
     cmd->add_option("--max-body", options->server.max_body_bytes, "Largest request body in bytes (larger: 413)")
         ->capture_default_str()->check(CLI::PositiveNumber);
     cmd->callback([options] { run_serve(*options); });

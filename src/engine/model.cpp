@@ -152,6 +152,7 @@ Model::Model(const std::string& path, const ModelOptions& options) : path_(path)
     }
     constexpr int32_t kAllLayers = -1;  // llama.cpp: a negative count offloads every layer
     params.n_gpu_layers = options.gpu_layers.value_or(options.rpc_servers.empty() ? 0 : kAllLayers);
+    params.vocab_only = options.vocab_only;
     g_llama_error.clear();
     model_ = llama_model_load_from_file(path.c_str(), params);
     if (model_ == nullptr) {
@@ -228,34 +229,6 @@ std::optional<std::string> Model::chat_template() const {
     const char* tmpl = llama_model_chat_template(model_, /*name=*/nullptr);
     if (tmpl == nullptr) return std::nullopt;
     return std::string(tmpl);
-}
-
-std::string Model::apply_chat_template(const std::vector<std::pair<std::string, std::string>>& messages) const {
-    const std::optional<std::string> tmpl = chat_template();
-    if (!tmpl) throw Error(fmt::format("{} has no chat template", path_));
-    try {
-        return klspec::apply_chat_template(*tmpl, messages);
-    } catch (const Error& e) {
-        throw Error(fmt::format("{}: {}", path_, e.what()));
-    }
-}
-
-std::string apply_chat_template(const std::string& tmpl, const std::vector<std::pair<std::string, std::string>>& messages) {
-    std::vector<llama_chat_message> chat;
-    size_t size = 0;
-    for (const auto& [role, content] : messages) {
-        chat.push_back({role.c_str(), content.c_str()});
-        size += role.size() + content.size();
-    }
-    std::vector<char> buf(2 * size + 256);
-    int32_t n = llama_chat_apply_template(tmpl.c_str(), chat.data(), chat.size(), /*add_ass=*/true, buf.data(),
-                                          static_cast<int32_t>(buf.size()));
-    if (n > static_cast<int32_t>(buf.size())) {  // too small: n is the size it needs
-        buf.resize(static_cast<size_t>(n));
-        n = llama_chat_apply_template(tmpl.c_str(), chat.data(), chat.size(), /*add_ass=*/true, buf.data(), n);
-    }
-    if (n < 0) throw Error("llama.cpp does not recognise the chat template (use --chat off for a plain prompt)");
-    return std::string(buf.data(), static_cast<size_t>(n));
 }
 
 }  // namespace klspec

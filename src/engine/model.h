@@ -21,6 +21,9 @@ struct ModelOptions {
     // Layers offloaded to the model's devices. Unset: every layer when rpc_servers are given (llama.cpp's
     // `--rpc` with `-ngl 99`), none otherwise.
     std::optional<int32_t> gpu_layers;
+    // The tokenizer and metadata only (llama.cpp's vocab-only GGUFs): tokenize and chat templates work, a
+    // context does not.
+    bool vocab_only = false;
 };
 
 class Model {
@@ -47,22 +50,14 @@ public:
     std::string text(std::span<const int32_t> tokens) const;
     bool is_end_of_generation(int32_t token) const;
 
-    // The GGUF's chat template (tokenizer.chat_template), if it has one.
+    // The GGUF's chat template (tokenizer.chat_template), if it has one (engine/chat_template.h applies it).
     std::optional<std::string> chat_template() const;
-    // `messages` ({role, content}) in the model's chat template, the assistant's turn opened, through
-    // llama.cpp's llama_chat_apply_template (its built-in list of templates). Throws klspec::Error when
-    // the model has no template or llama.cpp does not recognise it.
-    std::string apply_chat_template(const std::vector<std::pair<std::string, std::string>>& messages) const;
 
 private:
     std::string path_;
     llama_model* model_ = nullptr;
     const llama_vocab* vocab_ = nullptr;
 };
-
-// `messages` in the chat template `tmpl` (a GGUF's tokenizer.chat_template, or a name llama.cpp knows such
-// as "chatml" or "llama3"), the assistant's turn opened. Throws klspec::Error for an unknown template.
-std::string apply_chat_template(const std::string& tmpl, const std::vector<std::pair<std::string, std::string>>& messages);
 
 // Throws klspec::Error unless draft and target share the vocabulary: same size, identical token
 // texts, same BOS/EOS (DESIGN.md, "Model pairs").

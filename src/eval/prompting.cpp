@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <regex>
 #include <utility>
 
@@ -11,11 +12,10 @@
 
 #include "core/error.h"
 #include "core/stable_hash.h"
+#include "engine/chat_template.h"
 
 namespace klspec {
 namespace {
-
-using Messages = std::vector<std::pair<std::string, std::string>>;
 
 struct Exemplar {
     std::string question;  // as the problem's prompt holds it
@@ -119,6 +119,8 @@ PromptFormat format_prompts(std::vector<Problem>& problems, const std::string& d
         throw Error(fmt::format("--few-shot: klspec has exemplars for gsm8k and mmlu-pro only, not {}", dataset));
     if (!format.chat) format.stop_strings = base.stops;
 
+    const std::optional<ChatTemplate> chat_template =
+        format.chat ? std::optional<ChatTemplate>(std::in_place, target, "") : std::nullopt;
     std::vector<Exemplar> gsm8k_shots;
     if (dataset == "gsm8k" && format.few_shot > 0) gsm8k_shots = gsm8k_exemplars(data_dir, size_t(format.few_shot));
     std::map<std::string, std::vector<Exemplar>> mmlu_shots;  // by category
@@ -132,7 +134,7 @@ PromptFormat format_prompts(std::vector<Problem>& problems, const std::string& d
             shots = it->second;
         }
         if (format.chat) {
-            Messages messages;
+            ChatMessages messages;
             const auto user = [&](const std::string& question) {
                 return c.instruction.empty() ? question : c.instruction + "\n\n" + question;
             };
@@ -141,7 +143,7 @@ PromptFormat format_prompts(std::vector<Problem>& problems, const std::string& d
                 messages.emplace_back("assistant", shot.answer);
             }
             messages.emplace_back("user", user(problem.prompt));
-            problem.prompt = target.apply_chat_template(messages);
+            problem.prompt = chat_template->apply(messages);
         } else if (!c.question_prefix.empty() || !c.answer_prefix.empty()) {
             std::string prompt = c.instruction.empty() ? "" : c.instruction + "\n\n";
             for (const Exemplar& shot : shots)

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/judge_factory.h"
+#include "engine/chat_template.h"
 #include "engine/speculative_decoder.h"
 
 namespace klspec::server {
@@ -35,8 +36,6 @@ struct RequestDefaults {
     JudgeOptions judge;
     int32_t n_ctx = 2048;  // a max_tokens above the context is clamped to it (the context stops generation anyway)
 };
-
-using ChatMessages = std::vector<std::pair<std::string, std::string>>;  // {role, content}
 
 struct CompletionRequest {
     Endpoint endpoint = Endpoint::Completions;

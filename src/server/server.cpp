@@ -130,6 +130,7 @@ Server::Server(SpeculativeDecoder& decoder, RequestDefaults defaults, ServerOpti
     : decoder_(decoder),
       defaults_(std::move(defaults)),
       options_(std::move(options)),
+      chat_template_(decoder.target(), options_.chat_template),
       scheduler_(decoder, options_.slots),
       http_(std::make_unique<httplib::Server>()) {
     // Handlers block while their request waits or streams: enough threads for every slot, a full queue
@@ -221,10 +222,10 @@ void Server::handle_completion(Endpoint endpoint, const httplib::Request& http_r
     CompletionRequest& request = std::get<CompletionRequest>(parsed);
     if (endpoint == Endpoint::ChatCompletions) {
         try {
-            request.prompt = decoder_.target().apply_chat_template(request.messages);
+            request.prompt = chat_template_.apply(request.messages);
         } catch (const Error& e) {
             ++requests_rejected_;
-            return reply_error(response, ApiError{400, e.what(), "invalid_request_error", "messages", "no_chat_template"});
+            return reply_error(response, ApiError{400, e.what(), "invalid_request_error", "messages", "chat_template_error"});
         }
     }
     const std::string judge(request.generation.judge->name());

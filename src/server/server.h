@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/chat_template.h"
 #include "server/request.h"
 #include "server/scheduler.h"
 
@@ -29,11 +30,13 @@ struct ServerOptions {
     int32_t slots = 1;                        // -np: requests decoded together; more wait in the queue
     size_t max_body_bytes = 1 << 20;          // a larger request body is refused with 413
     std::string model_name;                   // the id /v1/models lists and responses carry
+    std::string chat_template;                // ChatTemplate's choice: empty (the model's, else chatml), a name, a file
 };
 
 class Server {
 public:
-    // The decoder needs options.slots sequences; `defaults` are what requests override.
+    // The decoder needs options.slots sequences; `defaults` are what requests override. Throws klspec::Error
+    // for an unusable chat template.
     Server(SpeculativeDecoder& decoder, RequestDefaults defaults, ServerOptions options);
     ~Server();
     Server(const Server&) = delete;
@@ -45,6 +48,8 @@ public:
     void listen();
     void stop();
 
+    // How /v1/chat/completions turns messages into a prompt.
+    const ChatTemplate& chat_template() const { return chat_template_; }
     // The Prometheus text of /metrics.
     std::string metrics_text() const;
 
@@ -55,6 +60,7 @@ private:
     SpeculativeDecoder& decoder_;
     RequestDefaults defaults_;
     ServerOptions options_;
+    ChatTemplate chat_template_;
     Scheduler scheduler_;
     std::atomic<int64_t> next_id_ = 0;
     std::atomic<int64_t> requests_received_ = 0;

@@ -97,7 +97,8 @@ std::string stories_with_chat_template() {
     if (ctx == nullptr) throw std::runtime_error("cannot read " + kTargetModel);
     const size_t data_offset = gguf_get_data_offset(ctx);
     gguf_set_val_str(ctx, "tokenizer.chat_template",
-                     "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}");
+                     "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+                     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}");
     const bool written = gguf_write_to_file(ctx, path.c_str(), /*only_meta=*/true);
     gguf_free(ctx);
     if (!written) throw std::runtime_error("cannot write " + path);

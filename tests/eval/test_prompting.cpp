@@ -20,11 +20,6 @@ size_t count(const std::string& text, const std::string& what) {
     return n;
 }
 
-TEST(ChatTemplate, KnownTemplatesFormatAndUnknownOnesAreErrors) {
-    EXPECT_EQ(apply_chat_template("chatml", {{"user", "hi"}}), "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
-    EXPECT_THROW(apply_chat_template("no such template", {{"user", "hi"}}), Error);
-}
-
 TEST(Prompting, ChatTemplateWrapsTheInstructionAndQuestion) {
     const Model model(test::stories_with_chat_template());
     ASSERT_TRUE(model.chat_template().has_value());

@@ -300,7 +300,6 @@ TEST_F(ServerTest, ErrorsGetTheirStatusAndTheServerKeepsServing) {
         {"POST", "/v1/completions", R"({"prompt": "x", "judge": "prob-threshold", "judge_threshold": 2})", 400,
          "judge_threshold"},
         {"POST", "/v1/completions", json{{"prompt", too_long_prompt}}.dump(), 400, "prompt"},
-        {"POST", "/v1/chat/completions", R"({"messages": [{"role": "user", "content": "Hi"}]})", 400, "messages"},
         {"POST", "/v1/completions", json{{"prompt", std::string(20000, 'a')}}.dump(), 413, ""},
         {"GET", "/v1/completions", "", 405, ""},
         {"POST", "/health", "{}", 405, ""},
@@ -443,6 +442,20 @@ TEST_F(ServerTest, PageColoursTokensInHeadlessChromium) {
     EXPECT_EQ(be32(16), 1000u);  // IHDR: the window's width and height
     EXPECT_EQ(be32(20), 620u);
     EXPECT_GT(bytes.size(), 20'000u) << "a blank page compresses to a few kB";
+}
+
+// A model without a chat template gets ChatML, as from llama-server.
+TEST_F(ServerTest, ChatWithoutATemplateIsChatml) {
+    EXPECT_EQ(server_->server.chat_template().origin(), "chatml (the model has none)");
+    const HttpReply chat = post("/v1/chat/completions", json{{"messages", json::array({json{{"role", "user"}, {"content", "Hi"}}})},
+                                                            {"max_tokens", 16}});
+    const HttpReply completion =
+        post("/v1/completions", json{{"prompt", "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"}, {"max_tokens", 16}});
+    ASSERT_EQ(chat.status, 200) << chat.body;
+    ASSERT_EQ(completion.status, 200) << completion.body;
+    EXPECT_EQ(chat.parsed().at("choices").at(0).at("message").at("content"),
+              completion.parsed().at("choices").at(0).at("text"));
+    EXPECT_EQ(chat.parsed().at("usage"), completion.parsed().at("usage"));
 }
 
 // A chat completion on a model with a (ChatML) template: the answer is the completion of the templated
