@@ -47,6 +47,12 @@ void record_cost(BatchCostCurve& curve, const Batch& batch, double seconds) {
     }
 }
 
+// The log-probabilities of a step's last `n_tokens` tokens (none when the sequence does not ask for them).
+std::span<const TokenLogprobs> step_logprobs(const Sequence& seq, size_t n_tokens) {
+    const std::vector<TokenLogprobs>& all = seq.result().logprobs;
+    return all.empty() ? std::span<const TokenLogprobs>() : std::span(all).last(n_tokens);
+}
+
 }  // namespace
 
 void validate(const GenerationOptions& options) {
@@ -60,6 +66,8 @@ void validate(const GenerationOptions& options) {
     if (!(s.temperature >= 0.0f)) throw Error(fmt::format("temperature must be >= 0, got {}", s.temperature));
     if (s.top_k < 0) throw Error(fmt::format("top-k must be >= 0, got {}", s.top_k));
     if (!(s.top_p > 0.0f && s.top_p <= 1.0f)) throw Error(fmt::format("top-p must be in (0, 1], got {}", s.top_p));
+    if (options.logprobs && (*options.logprobs < 0 || *options.logprobs > kMaxTopLogprobs))
+        throw Error(fmt::format("top logprobs must be in 0..{}, got {}", kMaxTopLogprobs, *options.logprobs));
 }
 
 std::string_view to_string(StopReason reason) {
@@ -435,6 +443,9 @@ void SpeculativeDecoder::judge_emit_roll_back(Sequence& seq, const StepCallback&
             seq.finished_ = true;
             break;
         }
+        if (options.logprobs)  // token n_emitted was predicted by the step's target row n_emitted
+            result.logprobs.push_back(
+                token_logprobs(target_ctx_.logits(seq.verify_row_ + to_int(n_emitted)), token, *options.logprobs));
         ++stats.emitted;
         ++n_emitted;
         result.tokens.push_back(token);
@@ -454,7 +465,8 @@ void SpeculativeDecoder::judge_emit_roll_back(Sequence& seq, const StepCallback&
     if (seq.finished_) {
         finish(seq, on_step, step_tokens);
     } else {
-        if (on_step && on_step(StepResult{seq.id_, step_tokens, seq.stream_.take_stable(), false, seq.acceptance_.verdicts()})) {
+        if (on_step && on_step(StepResult{seq.id_, step_tokens, seq.stream_.take_stable(), false, seq.acceptance_.verdicts(),
+                                          step_logprobs(seq, step_tokens.size())})) {
             result.stop_reason = StopReason::Cancelled;
             finish(seq, {});
         }
@@ -488,7 +500,7 @@ void SpeculativeDecoder::finish(Sequence& seq, const StepCallback& on_step, std:
     const std::string_view rest = seq.stream_.take_stable();
     const std::span<const PositionVerdict> verdicts =
         step_tokens.empty() ? std::span<const PositionVerdict>() : seq.acceptance_.verdicts();
-    if (on_step) on_step(StepResult{seq.id_, step_tokens, rest, true, verdicts});
+    if (on_step) on_step(StepResult{seq.id_, step_tokens, rest, true, verdicts, step_logprobs(seq, step_tokens.size())});
     seq.result_.text = seq.stream_.text();
     // A finished sequence frees its cells, which other sequences' attention would otherwise scan.
     target_ctx_.truncate(seq.id_, 0);

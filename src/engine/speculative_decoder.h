@@ -23,6 +23,7 @@
 #include "core/sampling.h"
 #include "core/stats.h"
 #include "core/text_stream.h"
+#include "core/token_logprobs.h"
 #include "engine/context.h"
 #include "engine/model.h"
 
@@ -39,6 +40,9 @@ struct GenerationOptions {
     SamplingParams sampling;        // temperature, top-k, top-p, seed; the same for draft and target
     std::vector<std::string> stop_strings;  // stop when the text contains one (it is cut off)
     std::shared_ptr<const Judge> judge;     // the verification rule; null: vanilla
+    // Set: every emitted token's log-probability under the target (core/token_logprobs.h), relaxed ones
+    // included, with this many most likely alternatives (0..kMaxTopLogprobs).
+    std::optional<int32_t> logprobs;
 };
 
 // Throws klspec::Error with a one-line reason for an unusable setting.
@@ -50,6 +54,7 @@ std::string_view to_string(StopReason reason);
 struct GenerationResult {
     std::string text;
     std::vector<int32_t> tokens;  // generated tokens, the stop token excluded
+    std::vector<TokenLogprobs> logprobs;  // one per token when options.logprobs is set
     StopReason stop_reason = StopReason::MaxTokens;
     GenerationStats stats;
 };
@@ -63,6 +68,7 @@ struct StepResult {
     // The step's judged draft positions (accepted, relaxed, then the rejected one if any): token i came
     // from the draft when verdict i is accepted or relaxed, else from the target.
     std::span<const PositionVerdict> verdicts;
+    std::span<const TokenLogprobs> logprobs;  // one per token of `tokens` when options.logprobs is set
 };
 // Return true to stop the sequence after this step (stop_reason Cancelled).
 using StepCallback = std::function<bool(const StepResult&)>;

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <optional>
 
+#include "core/error.h"
 #include "core/judge_factory.h"
 #include "core/judges/kl_judge.h"
 #include "core/sampling.h"
@@ -372,6 +373,72 @@ TEST(Step, DraftConfidenceCutAndAdaptiveGamma) {
               double(plain.stats.drafted) / double(plain.stats.target_calls));
     EXPECT_GT(with_cut.stats.acceptance_rate(), plain.stats.acceptance_rate());
     EXPECT_NE(with_adaptive.stats.drafted, plain.stats.drafted);
+}
+
+// logprobs: each emitted token's log-probability under the target's own logits, as target-only decoding
+// computes them, and its top alternatives; relaxed tokens carry theirs too, and the steps' spans add up to
+// the result's list.
+TEST(Step, LogprobsAreTheTargetsLogSoftmaxAtEveryEmittedToken) {
+    const Model target(test::kTargetModel);
+    const Model draft(test::kDraftQ4);
+    const std::string prompt = "Once upon a time";
+    GenerationOptions vanilla = greedy(40, 6);
+    vanilla.logprobs = 3;
+    SpeculativeDecoder decoder(target, &draft, test_context());
+    std::vector<TokenLogprobs> streamed;
+    const GenerationResult result = decoder.generate(prompt, vanilla, [&](const StepResult& step) {
+        EXPECT_EQ(step.logprobs.size(), step.tokens.size());
+        streamed.insert(streamed.end(), step.logprobs.begin(), step.logprobs.end());
+        return false;
+    });
+    ASSERT_EQ(result.logprobs.size(), result.tokens.size());
+    ASSERT_EQ(streamed.size(), result.tokens.size());
+
+    const test::GreedyReference reference = test::greedy_reference(target, prompt, 40, test_context());
+    int64_t divergences = 0;
+    const int64_t diverged = test::check_equal_up_to_near_tie(reference, result.tokens, "logprobs", divergences);
+    const size_t compared = diverged < 0 ? result.tokens.size() : size_t(diverged);
+    ASSERT_GT(compared, 10u);
+    const size_t n_vocab = size_t(target.n_vocab());
+    for (size_t i = 0; i < compared; ++i) {
+        const TokenLogprobs& got = result.logprobs[i];
+        EXPECT_EQ(got.chosen.token, result.tokens[i]);
+        EXPECT_EQ(streamed[i].chosen.token, got.chosen.token);
+        EXPECT_EQ(streamed[i].chosen.logprob, got.chosen.logprob);
+        const std::span<const float> row(reference.logits.data() + i * n_vocab, n_vocab);
+        double norm = 0;
+        for (const float logit : row) norm += std::exp(double(logit));
+        // Batched and single-token logits differ in their last bits (kNearTieGap's bound): log-softmax by
+        // at most twice the logit difference.
+        EXPECT_NEAR(got.chosen.logprob, row[size_t(got.chosen.token)] - std::log(norm), test::kNearTieGap) << i;
+        ASSERT_EQ(got.top.size(), 3u);
+        EXPECT_EQ(got.top[0].token, got.chosen.token) << "greedy vanilla emits the target's argmax";
+        EXPECT_LE(got.chosen.logprob, 0.0f);
+        EXPECT_GE(got.top[0].logprob, got.top[1].logprob);
+        EXPECT_GE(got.top[1].logprob, got.top[2].logprob);
+    }
+
+    // Relaxed tokens are the draft's, where the target may prefer another: their logprobs say so.
+    JudgeOptions loose;
+    loose.rule = "kl";
+    loose.threshold = 1e9;
+    loose.confidence_mask = 1.0;
+    GenerationOptions relaxed = vanilla;
+    relaxed.judge = make_judge(loose);
+    const GenerationResult judged = decoder.generate(prompt, relaxed);
+    ASSERT_GT(judged.stats.relaxed_accepted, 0);
+    ASSERT_EQ(judged.logprobs.size(), judged.tokens.size());
+    size_t not_argmax = 0;
+    for (size_t i = 0; i < judged.tokens.size(); ++i) {
+        EXPECT_EQ(judged.logprobs[i].chosen.token, judged.tokens[i]);
+        not_argmax += judged.logprobs[i].top[0].token != judged.tokens[i];
+    }
+    EXPECT_GT(not_argmax, 0u);
+
+    GenerationOptions none = greedy(8, 6);
+    EXPECT_TRUE(decoder.generate(prompt, none).logprobs.empty());
+    none.logprobs = kMaxTopLogprobs + 1;
+    EXPECT_THROW(decoder.generate(prompt, none), Error);
 }
 
 }  // namespace
