@@ -85,6 +85,26 @@ std::vector<std::string> parse_stop(const json& body) {
     return stops;
 }
 
+// OpenAI's two spellings: completions take `logprobs: N` (the number of alternatives), chat completions
+// `logprobs: true` with `top_logprobs: N`.
+std::optional<int32_t> parse_logprobs(const json& body, Endpoint endpoint) {
+    const auto top_count = [&](const char* name) {
+        const std::optional<int64_t> n = integer_field(body, name);
+        if (n && (*n < 0 || *n > kMaxTopLogprobs))
+            throw bad_field(name, fmt::format("'{}' must be in [0, {}], got {}", name, kMaxTopLogprobs, *n));
+        return n ? std::optional<int32_t>(static_cast<int32_t>(*n)) : std::nullopt;
+    };
+    if (endpoint == Endpoint::Completions) return top_count("logprobs");
+    const json* wanted = field(body, "logprobs");
+    if (wanted != nullptr && !wanted->is_boolean()) throw bad_field("logprobs", "'logprobs' must be a boolean");
+    const std::optional<int32_t> top = top_count("top_logprobs");
+    if (wanted == nullptr || !wanted->get<bool>()) {
+        if (top) throw bad_field("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+        return std::nullopt;
+    }
+    return top.value_or(0);
+}
+
 // The judge fields over the server's judge. A request that names a rule brings that rule's knobs itself:
 // the server's threshold or K belong to the server's rule (its window and head file are kept for the
 // rules that take them).
@@ -162,6 +182,7 @@ CompletionRequest parse_object(const json& body, Endpoint endpoint, const Reques
         gen.sampling.seed = static_cast<uint64_t>(*seed);
     }
     if (body.contains("stop")) gen.stop_strings = parse_stop(body);
+    gen.logprobs = parse_logprobs(body, endpoint);
     if (const json* stream = field(body, "stream")) {
         if (!stream->is_boolean()) throw bad_field("stream", "'stream' must be a boolean");
         request.stream = stream->get<bool>();

@@ -44,9 +44,11 @@ void RequestChannel::start() {
     changed_.notify_all();
 }
 
-void RequestChannel::append(std::string_view text, std::span<const TokenOrigin> origins, std::vector<TextSpan> spans) {
+void RequestChannel::append(std::string_view text, std::span<const TokenOrigin> origins, std::vector<TextSpan> spans,
+                            std::span<const TokenLogprobs> logprobs) {
     {
         std::lock_guard lock(mutex_);
+        pending_.logprobs.insert(pending_.logprobs.end(), logprobs.begin(), logprobs.end());
         pending_.text += text;
         pending_.origins.insert(pending_.origins.end(), origins.begin(), origins.end());
         pending_.spans.insert(pending_.spans.end(), std::make_move_iterator(spans.begin()),
@@ -153,7 +155,7 @@ bool Scheduler::step_callback(const StepResult& step) {
     Slot& slot = slots_[static_cast<size_t>(step.sequence_id)];
     const std::vector<TokenOrigin> origins = step_origins(step.tokens.size(), step.verdicts);
     for (size_t i = 0; i < step.tokens.size(); ++i) slot.spans.add_token(decoder_.target().piece(step.tokens[i]), origins[i]);
-    slot.request->append(step.text, origins, slot.spans.take(step.text));
+    slot.request->append(step.text, origins, slot.spans.take(step.text), step.logprobs);
     return slot.request->cancelled();
 }
 

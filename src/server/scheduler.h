@@ -27,6 +27,7 @@ struct Delta {
     std::string text;
     std::vector<TokenOrigin> origins;  // one per emitted token
     std::vector<TextSpan> spans;       // exactly cover `text`, one per token piece (or part of one)
+    std::vector<TokenLogprobs> logprobs;  // one per emitted token when the request asked for them
     bool last = false;                 // the request finished: nothing follows
 };
 
@@ -53,7 +54,8 @@ public:
     // Scheduler side.
     void fail(ApiError error);
     void start();
-    void append(std::string_view text, std::span<const TokenOrigin> origins, std::vector<TextSpan> spans);
+    void append(std::string_view text, std::span<const TokenOrigin> origins, std::vector<TextSpan> spans,
+                std::span<const TokenLogprobs> logprobs);
     void finish(GenerationResult result);
 
 private:

@@ -68,12 +68,48 @@ json spans_json(const std::vector<TextSpan>& spans) {
     return list;
 }
 
+json token_json(const Model& model, const TokenLogprob& entry) {
+    const std::string piece = model.piece(entry.token);
+    json bytes = json::array();
+    for (const char byte : piece) bytes.push_back(static_cast<uint8_t>(byte));
+    return {{"token", piece}, {"logprob", entry.logprob}, {"bytes", std::move(bytes)}};
+}
+
+// OpenAI's logprobs object: chat's {"content": [{token, logprob, bytes, top_logprobs}]}, completions'
+// {tokens, token_logprobs, top_logprobs, text_offset} (offsets into the completion's text, carried across a
+// stream's chunks by `text_offset`).
+json logprobs_json(const Model& model, Endpoint endpoint, std::span<const TokenLogprobs> logprobs, size_t& text_offset) {
+    if (endpoint == Endpoint::ChatCompletions) {
+        json content = json::array();
+        for (const TokenLogprobs& token : logprobs) {
+            json entry = token_json(model, token.chosen);
+            entry["top_logprobs"] = json::array();
+            for (const TokenLogprob& top : token.top) entry["top_logprobs"].push_back(token_json(model, top));
+            content.push_back(std::move(entry));
+        }
+        return {{"content", std::move(content)}};
+    }
+    json tokens = json::array(), token_logprobs = json::array(), top_logprobs = json::array(), offsets = json::array();
+    for (const TokenLogprobs& token : logprobs) {
+        const std::string piece = model.piece(token.chosen.token);
+        tokens.push_back(piece);
+        token_logprobs.push_back(token.chosen.logprob);
+        json top = json::object();
+        for (const TokenLogprob& alternative : token.top) top[model.piece(alternative.token)] = alternative.logprob;
+        top_logprobs.push_back(std::move(top));
+        offsets.push_back(text_offset);
+        text_offset += piece.size();
+    }
+    return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top_logprobs}, {"text_offset", offsets}};
+}
+
 // The fields every response and chunk of one request shares.
 struct ResponseHead {
     std::string id;
     int64_t created = 0;
     std::string model;
     Endpoint endpoint = Endpoint::Completions;
+    const Model* tokenizer = nullptr;  // non-null: the request asked for logprobs
 
     json object(std::string_view type, json choice) const {
         return {{"id", id}, {"object", type}, {"created", created}, {"model", model}, {"choices", json::array({choice})}};
@@ -87,8 +123,9 @@ json completion_json(const ResponseHead& head, const GenerationResult& result, s
         choice["message"] = {{"role", "assistant"}, {"content", result.text}};
     } else {
         choice["text"] = result.text;
-        choice["logprobs"] = nullptr;
     }
+    size_t text_offset = 0;
+    choice["logprobs"] = head.tokenizer ? logprobs_json(*head.tokenizer, head.endpoint, result.logprobs, text_offset) : json(nullptr);
     json out = head.object(chat ? "chat.completion" : "text_completion", std::move(choice));
     out["usage"] = usage_json(result.stats);
     out["speculative"] = speculative_json(result.stats, judge);
@@ -98,7 +135,7 @@ json completion_json(const ResponseHead& head, const GenerationResult& result, s
 // A streamed chunk: text, the provenance of the tokens behind it and the text cut into one span per token
 // (the page at GET / colours these), or with the final chunk the finish reason, usage and statistics.
 json chunk_json(const ResponseHead& head, const Delta& delta, const GenerationResult* result, std::string_view judge,
-                bool first) {
+                bool first, size_t& text_offset) {
     json choice = {{"index", 0}, {"finish_reason", result ? json(finish_reason(result->stop_reason)) : json(nullptr)}};
     const bool chat = head.endpoint == Endpoint::ChatCompletions;
     if (chat) {
@@ -108,6 +145,8 @@ json chunk_json(const ResponseHead& head, const Delta& delta, const GenerationRe
     } else {
         choice["text"] = delta.text;
     }
+    if (head.tokenizer && !delta.logprobs.empty())
+        choice["logprobs"] = logprobs_json(*head.tokenizer, head.endpoint, delta.logprobs, text_offset);
     if (!delta.origins.empty()) choice["provenance"] = provenance_json(delta.origins);
     if (!delta.spans.empty()) choice["spans"] = spans_json(delta.spans);
     json out = head.object(chat ? "chat.completion.chunk" : "text_completion", std::move(choice));
@@ -229,6 +268,7 @@ void Server::handle_completion(Endpoint endpoint, const httplib::Request& http_r
         }
     }
     const std::string judge(request.generation.judge->name());
+    const Model* tokenizer = request.generation.logprobs ? &decoder_.target() : nullptr;
     auto channel = std::make_shared<RequestChannel>(std::move(request.prompt), std::move(request.generation));
     scheduler_.submit(channel);
     if (const std::optional<ApiError> error = channel->wait_started()) {
@@ -238,7 +278,7 @@ void Server::handle_completion(Endpoint endpoint, const httplib::Request& http_r
     const ResponseHead head{fmt::format("{}-{}", endpoint == Endpoint::ChatCompletions ? "chatcmpl" : "cmpl", next_id_++),
                             std::chrono::duration_cast<std::chrono::seconds>(
                                 std::chrono::system_clock::now().time_since_epoch()).count(),
-                            options_.model_name, endpoint};
+                            options_.model_name, endpoint, tokenizer};
     if (!request.stream) {
         response.set_content(dump(completion_json(head, channel->wait_result(), judge)), kJson);
         return;
@@ -246,11 +286,11 @@ void Server::handle_completion(Endpoint endpoint, const httplib::Request& http_r
     response.set_header("Cache-Control", "no-cache");
     response.set_chunked_content_provider(
         "text/event-stream",
-        [channel, head, judge, first = true](size_t, httplib::DataSink& sink) mutable {
+        [channel, head, judge, first = true, text_offset = size_t{0}](size_t, httplib::DataSink& sink) mutable {
             const Delta delta = channel->wait_delta();
             const GenerationResult result = delta.last ? channel->wait_result() : GenerationResult{};
             if (!delta.text.empty() || !delta.origins.empty() || delta.last) {
-                const std::string chunk = sse(chunk_json(head, delta, delta.last ? &result : nullptr, judge, first));
+                const std::string chunk = sse(chunk_json(head, delta, delta.last ? &result : nullptr, judge, first, text_offset));
                 first = false;
                 // A client that went away: its sequence stops after the current step and frees its slot.
                 if (!sink.write(chunk.data(), chunk.size())) {

@@ -1,6 +1,8 @@
 // Request parsing and validation of `klspec serve` (src/server/request.h): no model, no sockets.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include "server/request.h"
 
 namespace klspec::server {
@@ -170,6 +172,28 @@ TEST(ServerRequest, ChatMessagesAreRoleContentPairs) {
         EXPECT_EQ(error.status, 400) << body;
         EXPECT_EQ(error.param, "messages") << body;
     }
+}
+
+TEST(ServerRequest, LogprobsInOpenAIsTwoSpellings) {
+    EXPECT_FALSE(parse_ok(R"({"prompt": "x"})").generation.logprobs.has_value());
+    EXPECT_EQ(parse_ok(R"({"prompt": "x", "logprobs": 3})").generation.logprobs, 3);
+    EXPECT_EQ(parse_ok(R"({"prompt": "x", "logprobs": 0})").generation.logprobs, 0);
+    constexpr Endpoint chat = Endpoint::ChatCompletions;
+    const char* const kMessages = R"("messages": [{"role": "user", "content": "hi"}])";
+    const auto chat_body = [&](std::string_view fields) { return fmt::format("{{{}, {}}}", kMessages, fields); };
+    EXPECT_EQ(parse_ok(chat_body(R"("logprobs": true)"), chat).generation.logprobs, 0);
+    EXPECT_EQ(parse_ok(chat_body(R"("logprobs": true, "top_logprobs": 20)"), chat).generation.logprobs, 20);
+    EXPECT_FALSE(parse_ok(chat_body(R"("logprobs": false)"), chat).generation.logprobs.has_value());
+
+    EXPECT_EQ(parse_error(R"({"prompt": "x", "logprobs": 21})").param, "logprobs");
+    EXPECT_EQ(parse_error(R"({"prompt": "x", "logprobs": -1})").param, "logprobs");
+    EXPECT_EQ(parse_error(R"({"prompt": "x", "logprobs": true})").param, "logprobs");
+    EXPECT_EQ(parse_error(chat_body(R"("logprobs": 2)"), chat).param, "logprobs");
+    EXPECT_EQ(parse_error(chat_body(R"("logprobs": true, "top_logprobs": 21)"), chat).param, "top_logprobs");
+    EXPECT_EQ(parse_error(chat_body(R"("logprobs": true, "top_logprobs": "2")"), chat).param, "top_logprobs");
+    const ApiError alone = parse_error(chat_body(R"("top_logprobs": 2)"), chat);
+    EXPECT_EQ(alone.param, "top_logprobs");
+    EXPECT_EQ(alone.message, "'top_logprobs' needs 'logprobs': true");
 }
 
 TEST(ServerRequest, ErrorJsonHasOpenAIsShape) {

@@ -18,6 +18,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "core/judge_factory.h"
 #include "server/server.h"
 #include "test_support.h"
 
@@ -171,6 +172,74 @@ TEST_F(ServerTest, CompletionEqualsGenerate) {
     EXPECT_EQ(spec.at("accepted"), expected.at("stats").at("accepted"));
     EXPECT_EQ(spec.at("relaxed"), 0);
     EXPECT_GT(spec.at("mat").get<double>(), 1.0);
+}
+
+// logprobs in OpenAI's shapes, plain and streamed, equal to the engine's (the target's log-softmax at every
+// emitted token, relaxed ones included).
+TEST_F(ServerTest, LogprobsInOpenAIsShapesPlainAndStreamed) {
+    const std::string prompt = "One day, a little girl named Lily";
+    const json loose = {{"judge", "kl"}, {"judge_threshold", 50.0}, {"confidence_mask", 1.0}};
+    GenerationOptions options;
+    options.max_tokens = 24;
+    options.draft_max = 16;
+    options.logprobs = 2;
+    JudgeOptions kl;
+    kl.rule = "kl";
+    kl.threshold = 50.0;
+    kl.confidence_mask = 1.0;
+    options.judge = make_judge(kl);
+    SpeculativeDecoder alone(server_->target, &server_->draft, TestServer::context());
+    const GenerationResult expected = alone.generate(prompt, options);
+    ASSERT_GT(expected.stats.relaxed_accepted, 0);
+
+    json request = loose;
+    request.update(json{{"prompt", prompt}, {"max_tokens", 24}, {"draft_max", 16}, {"draft_policy", "fixed"}, {"logprobs", 2}});
+    const HttpReply reply = post("/v1/completions", request);
+    ASSERT_EQ(reply.status, 200) << reply.body;
+    const json choice = reply.parsed().at("choices").at(0);
+    const json& logprobs = choice.at("logprobs");
+    ASSERT_EQ(logprobs.at("tokens").size(), expected.tokens.size()) << reply.body;
+    std::string joined;
+    for (size_t i = 0; i < expected.tokens.size(); ++i) {
+        EXPECT_EQ(logprobs.at("text_offset").at(i), joined.size());
+        joined += logprobs.at("tokens").at(i).get<std::string>();
+        EXPECT_FLOAT_EQ(logprobs.at("token_logprobs").at(i).get<float>(), expected.logprobs[i].chosen.logprob) << i;
+        EXPECT_LE(logprobs.at("top_logprobs").at(i).size(), 2u);
+        EXPECT_FLOAT_EQ(logprobs.at("top_logprobs").at(i).at(server_->target.piece(expected.logprobs[i].top[0].token)),
+                        expected.logprobs[i].top[0].logprob);
+    }
+    EXPECT_EQ(joined, choice.at("text"));
+
+    // Chat: {"content": [{token, logprob, bytes, top_logprobs}]}; the streamed chunks' lists add up to it.
+    json chat = loose;
+    chat.update(json{{"messages", json::array({json{{"role", "user"}, {"content", prompt}}})}, {"max_tokens", 24},
+                     {"logprobs", true}, {"top_logprobs", 3}});
+    const HttpReply plain = post("/v1/chat/completions", chat);
+    ASSERT_EQ(plain.status, 200) << plain.body;
+    const json content = plain.parsed().at("choices").at(0).at("logprobs").at("content");
+    ASSERT_EQ(content.size(), plain.parsed().at("usage").at("completion_tokens"));
+    std::string text;
+    for (const json& entry : content) {
+        const std::string token = entry.at("token");
+        text += token;
+        EXPECT_EQ(entry.at("bytes").size(), token.size());
+        EXPECT_LE(entry.at("logprob").get<double>(), 0.0);
+        ASSERT_EQ(entry.at("top_logprobs").size(), 3u);
+        EXPECT_GE(entry.at("top_logprobs").at(0).at("logprob").get<double>(), entry.at("logprob").get<double>());
+    }
+    EXPECT_EQ(text, plain.parsed().at("choices").at(0).at("message").at("content"));
+    chat["stream"] = true;
+    const HttpReply streamed = post("/v1/chat/completions", chat);
+    ASSERT_EQ(streamed.status, 200) << streamed.body;
+    json streamed_content = json::array();
+    for (const std::string& event : sse_events(streamed.body)) {
+        if (event == "[DONE]") break;
+        const json chunk_choice = json::parse(event).at("choices").at(0);
+        if (chunk_choice.contains("logprobs"))
+            for (const json& entry : chunk_choice.at("logprobs").at("content")) streamed_content.push_back(entry);
+    }
+    EXPECT_EQ(streamed_content, content);
+    EXPECT_TRUE(post("/v1/completions", json{{"prompt", prompt}, {"max_tokens", 4}}).parsed().at("choices").at(0).at("logprobs").is_null());
 }
 
 // The chunks add up to the non-streamed text; their provenance lists account for every token; a loose
@@ -518,7 +587,7 @@ TEST_F(ChatServerTest, OfficialOpenAiNodeClient) {
 
     const HttpReply completion = post("/v1/completions", json{{"prompt", "Once upon a time"}, {"max_tokens", 32}});
     const json messages = json::array({json{{"role", "user"}, {"content", "Tell me a story."}}});
-    const HttpReply chat = post("/v1/chat/completions", json{{"messages", messages}, {"max_tokens", 32}});
+    const HttpReply chat = post("/v1/chat/completions", json{{"messages", messages}, {"max_tokens", 32}, {"logprobs", true}});
     ASSERT_EQ(completion.status, 200) << completion.body;
     ASSERT_EQ(chat.status, 200) << chat.body;
     const json expected_completion = completion.parsed().at("choices").at(0);
@@ -532,6 +601,13 @@ TEST_F(ChatServerTest, OfficialOpenAiNodeClient) {
     EXPECT_EQ(got.at("chat_role"), "assistant");
     EXPECT_EQ(got.at("chat_streamed"), expected_chat);
     EXPECT_EQ(got.at("chat_streamed_role"), "assistant");
+    json expected_tokens = json::array();
+    const json chat_logprobs = chat.parsed().at("choices").at(0).at("logprobs");
+    for (const json& entry : chat_logprobs.at("content")) expected_tokens.push_back(entry.at("token"));
+    EXPECT_EQ(expected_tokens.size(), 32u);
+    EXPECT_EQ(got.at("chat_logprob_tokens"), expected_tokens);
+    EXPECT_EQ(got.at("chat_streamed_logprob_tokens"), expected_tokens);
+    EXPECT_EQ(got.at("chat_top_logprobs"), json(std::vector<int>(32, 2)));
     EXPECT_EQ(got.at("models"), json::array({"stories260K"}));
 }
 
