@@ -7,6 +7,7 @@ namespace klspec {
 
 struct GenerationStats {
     int64_t prompt_tokens = 0;
+    int64_t prompt_cached_tokens = 0;  // of prompt_tokens: reused from the target's cache, not prefilled
     int64_t emitted = 0;           // generated tokens, the stop token excluded
     int64_t target_calls = 0;      // target forward passes after the prompt (verification calls)
     int64_t draft_calls = 0;       // draft forward passes after the prompt
@@ -28,6 +29,7 @@ struct GenerationStats {
     // Sums the counters and times of another run into this one (totals over a dataset).
     GenerationStats& operator+=(const GenerationStats& other) {
         prompt_tokens += other.prompt_tokens;
+        prompt_cached_tokens += other.prompt_cached_tokens;
         emitted += other.emitted;
         target_calls += other.target_calls;
         draft_calls += other.draft_calls;

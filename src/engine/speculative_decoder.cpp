@@ -47,6 +47,11 @@ void record_cost(BatchCostCurve& curve, const Batch& batch, double seconds) {
     }
 }
 
+// The length of the longest common prefix.
+int32_t common_prefix(std::span<const int32_t> a, std::span<const int32_t> b) {
+    return static_cast<int32_t>(std::mismatch(a.begin(), a.begin() + std::ptrdiff_t(std::min(a.size(), b.size())), b.begin()).first - a.begin());
+}
+
 // The log-probabilities of a step's last `n_tokens` tokens (none when the sequence does not ask for them).
 std::span<const TokenLogprobs> step_logprobs(const Sequence& seq, size_t n_tokens) {
     const std::vector<TokenLogprobs>& all = seq.result().logprobs;
@@ -91,7 +96,8 @@ Sequence::Sequence(int32_t id, GenerationOptions options)
       acceptance_(options_.sampling, *judge_) {}
 
 SpeculativeDecoder::SpeculativeDecoder(const Model& target, const Model* draft, const ContextOptions& options)
-    : target_(target), target_ctx_(target, options), target_batch_(64), draft_batch_(64) {
+    : target_(target), target_ctx_(target, options), target_batch_(64), draft_batch_(64),
+      kept_(static_cast<size_t>(options.n_sequences)) {
     if (draft != nullptr) {
         require_same_vocabulary(target, *draft);
         ContextOptions draft_options = options;
@@ -128,20 +134,34 @@ Sequence SpeculativeDecoder::start(int32_t id, std::vector<int32_t> prompt_token
     GenerationStats& stats = seq.result_.stats;
     stats.prompt_tokens = to_int(prompt_tokens.size());
 
-    // Both caches hold every accepted token except the last one, which the next step feeds.
+    // Both caches hold every accepted token except the last one, which the next step feeds. What a finished
+    // sequence kept on this id is reused as far as the prompt agrees with it.
     const auto start = Clock::now();
     const std::span<const int32_t> cached_prompt(prompt_tokens.data(), prompt_tokens.size() - 1);
-    for (ModelContext* ctx : {&target_ctx_, draft_ctx_.get()}) {
+    KeptCells kept = std::exchange(kept_[static_cast<size_t>(id)], {});
+    const auto reuse = [&](const std::vector<int32_t>& cells) {
+        return seq.options_.cache_prompt ? common_prefix(cells, cached_prompt) : 0;
+    };
+    const int32_t target_reused = reuse(kept.target);
+    for (auto [ctx, reused] : {std::pair(&target_ctx_, target_reused), std::pair(draft_ctx_.get(), reuse(kept.draft))}) {
         if (ctx == nullptr) continue;
-        ctx->truncate(id, 0);
-        ctx->prefill(id, cached_prompt, 0);
+        ctx->truncate(id, reused);
+        ctx->prefill(id, cached_prompt.subspan(static_cast<size_t>(reused)), reused);
     }
     stats.prompt_seconds = seconds_since(start);
+    stats.prompt_cached_tokens = target_reused;
     seq.tokens_ = std::move(prompt_tokens);
     seq.target_cached_ = seq.draft_cached_ = to_int(seq.tokens_.size()) - 1;
     seq.finished_ = seq.options_.max_tokens == 0;
     return seq;
 }
+
+int32_t SpeculativeDecoder::reusable_prompt(int32_t id, std::span<const int32_t> prompt_tokens) const {
+    if (prompt_tokens.empty()) return 0;
+    return common_prefix(kept_.at(static_cast<size_t>(id)).target, prompt_tokens.first(prompt_tokens.size() - 1));
+}
+
+int32_t SpeculativeDecoder::cached_tokens(int32_t id) const { return to_int(kept_.at(static_cast<size_t>(id)).target.size()); }
 
 GenerationResult SpeculativeDecoder::generate(const std::string& prompt, GenerationOptions options,
                                               const StepCallback& on_step) {
@@ -502,9 +522,13 @@ void SpeculativeDecoder::finish(Sequence& seq, const StepCallback& on_step, std:
         step_tokens.empty() ? std::span<const PositionVerdict>() : seq.acceptance_.verdicts();
     if (on_step) on_step(StepResult{seq.id_, step_tokens, rest, true, verdicts, step_logprobs(seq, step_tokens.size())});
     seq.result_.text = seq.stream_.text();
-    // A finished sequence frees its cells, which other sequences' attention would otherwise scan.
-    target_ctx_.truncate(seq.id_, 0);
-    if (draft_ctx_) draft_ctx_->truncate(seq.id_, 0);
+    // A finished sequence frees its cells, or with cache_prompt keeps those both caches hold for certain:
+    // the tokens before this step's batches (later cells may be rejected drafts).
+    const int32_t keep = seq.options_.cache_prompt ? std::min(seq.target_cached_, draft_ctx_ ? seq.draft_cached_ : seq.target_cached_) : 0;
+    target_ctx_.truncate(seq.id_, keep);
+    if (draft_ctx_) draft_ctx_->truncate(seq.id_, keep);
+    const std::vector<int32_t> kept(seq.tokens_.begin(), seq.tokens_.begin() + keep);
+    kept_[static_cast<size_t>(seq.id_)] = {kept, draft_ctx_ ? kept : std::vector<int32_t>{}};
 }
 
 ForwardResult SpeculativeDecoder::forward(ModelRole role, std::span<const int32_t> tokens, bool with_hidden,
@@ -518,6 +542,7 @@ ForwardResult SpeculativeDecoder::forward(ModelRole role, std::span<const int32_
     result.n_vocab = ctx->model().n_vocab();
     result.n_embd = ctx->model().n_embd();
     ctx->truncate(id, 0);
+    kept_.at(static_cast<size_t>(id)) = {};  // whatever the id kept is overwritten
     ctx->forward(id, tokens, 0, result.logits, with_hidden ? &result.hidden : nullptr);
     ctx->truncate(id, 0);
     return result;

@@ -40,6 +40,9 @@ struct GenerationOptions {
     SamplingParams sampling;        // temperature, top-k, top-p, seed; the same for draft and target
     std::vector<std::string> stop_strings;  // stop when the text contains one (it is cut off)
     std::shared_ptr<const Judge> judge;     // the verification rule; null: vanilla
+    // Keep the sequence's cache cells when it finishes, and start a later sequence on the same id from the
+    // longest prefix its prompt shares with them (llama-server's cache_prompt): only the rest is prefilled.
+    bool cache_prompt = false;
     // Set: every emitted token's log-probability under the target (core/token_logprobs.h), relaxed ones
     // included, with this many most likely alternatives (0..kMaxTopLogprobs).
     std::optional<int32_t> logprobs;
@@ -138,6 +141,11 @@ public:
     Sequence start(int32_t id, const std::string& prompt, GenerationOptions options);
     // The same from tokens (BOS included when the model wants one): continuing a token-level prefix.
     Sequence start(int32_t id, std::vector<int32_t> prompt_tokens, GenerationOptions options);
+    // How many of `prompt_tokens` a sequence started on `id` with cache_prompt would reuse from what the id's
+    // cache holds (all but the last prompt token at most).
+    int32_t reusable_prompt(int32_t id, std::span<const int32_t> prompt_tokens) const;
+    // The tokens the id's target cache holds for a next sequence to reuse (none while a sequence runs on it).
+    int32_t cached_tokens(int32_t id) const;
     // Advances every unfinished sequence by one target call. Sequences may start and finish between steps.
     void step(std::span<Sequence* const> sequences, const StepCallback& on_step = {});
 
@@ -173,6 +181,12 @@ private:
     // Marks the sequence finished (its stop reason already set), tells the callback, frees its cache cells.
     void finish(Sequence& seq, const StepCallback& on_step, std::span<const int32_t> step_tokens = {});
 
+    // The tokens whose cells each model's cache keeps for an id no sequence runs on (cache_prompt).
+    struct KeptCells {
+        std::vector<int32_t> target;
+        std::vector<int32_t> draft;
+    };
+
     const Model& target_;
     ModelContext target_ctx_;
     std::unique_ptr<ModelContext> draft_ctx_;
@@ -192,6 +206,7 @@ private:
     DepthAcceptance depth_acceptance_;    // the same by draft depth
     bool measure_costs_ = true;
     JudgeObserver observer_;
+    std::vector<KeptCells> kept_;  // per sequence id
 };
 
 }  // namespace klspec

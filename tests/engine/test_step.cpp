@@ -441,5 +441,48 @@ TEST(Step, LogprobsAreTheTargetsLogSoftmaxAtEveryEmittedToken) {
     EXPECT_THROW(decoder.generate(prompt, none), Error);
 }
 
+// cache_prompt: a sequence started on an id whose last sequence kept its cells prefills only what its prompt
+// does not share with them, in both models, and decodes what a fresh decoder decodes.
+TEST(Step, PromptCacheReusesTheSharedPrefixAndDecodesTheSame) {
+    const Model target(test::kTargetModel);
+    const Model draft(test::kDraftQ4);
+    GenerationOptions options = greedy(48, 8);
+    options.cache_prompt = true;
+    SpeculativeDecoder cached(target, &draft, test_context(2));
+    SpeculativeDecoder fresh(target, &draft, test_context(2));
+
+    // A conversation: each turn's prompt is the last prompt, its answer and a new line of text.
+    std::string prompt = "Once upon a time";
+    int64_t last_prompt_tokens = 0;
+    for (int turn = 0; turn < 4; ++turn) {
+        const std::vector<int32_t> tokens = target.tokenize(prompt, true, true);
+        const int32_t reusable = cached.reusable_prompt(1, tokens);
+        Sequence seq = cached.start(1, tokens, options);
+        Sequence* const batch[] = {&seq};
+        while (!seq.finished()) cached.step(batch);
+        const GenerationResult with_cache = seq.take_result();
+        const GenerationResult without = fresh.generate(prompt, greedy(48, 8));
+
+        EXPECT_EQ(with_cache.tokens, without.tokens) << "turn " << turn;
+        EXPECT_EQ(with_cache.stats.prompt_cached_tokens, reusable);
+        EXPECT_EQ(without.stats.prompt_cached_tokens, 0);
+        // The last prompt at least (but a token where the answer's text may merge with its end) is reused.
+        EXPECT_GE(reusable, turn == 0 ? 0 : last_prompt_tokens - 2) << "turn " << turn;
+        EXPECT_LT(reusable, with_cache.stats.prompt_tokens);
+        EXPECT_GE(cached.cached_tokens(1), with_cache.stats.prompt_tokens - 1);
+        last_prompt_tokens = with_cache.stats.prompt_tokens;
+        prompt += with_cache.text + "\nThe next day,";
+    }
+    EXPECT_EQ(cached.cached_tokens(0), 0);  // the other id kept nothing
+
+    // Off: nothing is reused and nothing kept.
+    GenerationOptions off = greedy(8, 8);
+    Sequence seq = cached.start(1, target.tokenize(prompt, true, true), off);
+    EXPECT_EQ(seq.result().stats.prompt_cached_tokens, 0);
+    Sequence* const batch[] = {&seq};
+    while (!seq.finished()) cached.step(batch);
+    EXPECT_EQ(cached.cached_tokens(1), 0);
+}
+
 }  // namespace
 }  // namespace klspec
