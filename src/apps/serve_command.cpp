@@ -19,6 +19,7 @@ namespace {
 struct ServeOptions {
     RunOptions run;
     server::ServerOptions server;
+    bool no_cache_prompt = false;
 };
 
 // Set by SIGINT/SIGTERM. A handler may only store a lock-free atomic; a watcher thread stops the server
@@ -33,7 +34,9 @@ void run_serve(const ServeOptions& options) {
     DecodingSession session = open_session(run);
     server::ServerOptions server_options = options.server;
     server_options.model_name = std::filesystem::path(session.target->path()).stem().string();
-    const server::RequestDefaults defaults{session.generation, run.judge, run.context.n_ctx};
+    GenerationOptions generation = session.generation;
+    generation.cache_prompt = !options.no_cache_prompt;
+    const server::RequestDefaults defaults{generation, run.judge, run.context.n_ctx};
     server::Server server(*session.decoder, defaults, server_options);
     const int port = server.bind();
 
@@ -80,6 +83,9 @@ void register_serve_command(CLI::App& app) {
                         "chatml when it has none");
     cmd->add_option("--chat-template-file", options->server.chat_template, "A Jinja chat template file (llama-server's "
                     "spelling of --chat-template FILE)")->check(CLI::ExistingFile);
+    cmd->add_flag("--no-cache-prompt", options->no_cache_prompt,
+                  "Do not keep a finished request's KV cells for the next request in its slot (the request field "
+                  "cache_prompt overrides; default: keep them and reuse the longest shared prompt prefix, as llama-server)");
     cmd->add_option("--max-body", options->server.max_body_bytes, "Largest request body in bytes (larger: 413)")
         ->capture_default_str()->check(CLI::PositiveNumber);
     cmd->callback([options] { run_serve(*options); });

@@ -183,6 +183,10 @@ CompletionRequest parse_object(const json& body, Endpoint endpoint, const Reques
     }
     if (body.contains("stop")) gen.stop_strings = parse_stop(body);
     gen.logprobs = parse_logprobs(body, endpoint);
+    if (const json* cache = field(body, "cache_prompt")) {
+        if (!cache->is_boolean()) throw bad_field("cache_prompt", "'cache_prompt' must be a boolean");
+        gen.cache_prompt = cache->get<bool>();
+    }
     if (const json* stream = field(body, "stream")) {
         if (!stream->is_boolean()) throw bad_field("stream", "'stream' must be a boolean");
         request.stream = stream->get<bool>();

@@ -47,7 +47,7 @@ struct CompletionRequest {
 
 // Parses and validates a body. Fields: prompt | messages, judge, judge_threshold, judge_topk,
 // confidence_mask, draft_max, draft_policy (auto | fixed | adaptive | off), temperature, top_k, top_p, seed, max_tokens, stop (string or array), stream,
-// logprobs (completions: an integer; chat: a boolean, with top_logprobs);
+// logprobs (completions: an integer; chat: a boolean, with top_logprobs), cache_prompt (a boolean);
 // others (model, user, ...) are ignored as OpenAI clients send them.
 std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_view body, Endpoint endpoint,
                                                                    const RequestDefaults& defaults);

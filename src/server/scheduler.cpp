@@ -1,5 +1,6 @@
 #include "server/scheduler.h"
 
+#include <algorithm>
 #include <utility>
 
 #include <fmt/format.h>
@@ -118,37 +119,60 @@ void Scheduler::run() {
 }
 
 void Scheduler::start_queued() {
-    std::vector<size_t> taken;
+    // As many queued requests as there are free slots, in arrival order.
+    std::vector<std::shared_ptr<RequestChannel>> starting;
     {
         std::lock_guard lock(mutex_);
-        for (size_t s = 0; s < slots_.size() && !queue_.empty(); ++s) {
-            if (slots_[s].request) continue;
-            slots_[s].request = std::move(queue_.front());
+        const size_t free = static_cast<size_t>(std::count_if(slots_.begin(), slots_.end(), [](const Slot& slot) { return !slot.request; }));
+        while (!queue_.empty() && starting.size() < free) {
+            starting.push_back(std::move(queue_.front()));
             queue_.pop_front();
-            taken.push_back(s);
         }
         counters_.queued = static_cast<int32_t>(queue_.size());
-        counters_.active += static_cast<int32_t>(taken.size());
+        counters_.active += static_cast<int32_t>(starting.size());
     }
-    for (const size_t s : taken) {
+    for (std::shared_ptr<RequestChannel>& request : starting) {
+        const std::vector<int32_t> prompt = decoder_.target().tokenize(request->prompt(), /*add_bos=*/true, /*parse_special=*/true);
+        const size_t s = choose_slot(prompt, request->generation().cache_prompt);
         Slot& slot = slots_[s];
+        {
+            std::lock_guard lock(mutex_);
+            slot.request = std::move(request);
+        }
         try {
-            slot.sequence = decoder_.start(static_cast<int32_t>(s), slot.request->prompt(), slot.request->generation());
+            slot.sequence = decoder_.start(static_cast<int32_t>(s), prompt, slot.request->generation());
             slot.request->start();
         } catch (const Error& e) {
             // The checks left to the engine: the prompt against the context, and what the judge needs of the
             // decoder (hidden states, a draft model).
             const std::string_view reason = e.what();
-            const bool prompt = reason.find("the prompt") != std::string_view::npos;
+            const bool prompt_error = reason.find("the prompt") != std::string_view::npos;
             const bool too_long = reason.find("the context holds") != std::string_view::npos;
-            slot.request->fail(ApiError{400, e.what(), "invalid_request_error", prompt ? "prompt" : "judge",
+            slot.request->fail(ApiError{400, e.what(), "invalid_request_error", prompt_error ? "prompt" : "judge",
                                         too_long ? "context_length_exceeded" : ""});
-            slot.request.reset();
             std::lock_guard lock(mutex_);
+            slot.request.reset();
             --counters_.active;
             ++counters_.requests_failed;
         }
     }
+}
+
+size_t Scheduler::choose_slot(std::span<const int32_t> prompt, bool cache_prompt) const {
+    // llama-server's choice: the free slot whose kept cells share the longest prefix with the prompt; a
+    // request that does not cache takes the slot that keeps least, sparing the others' caches.
+    size_t best = slots_.size();
+    int32_t best_score = 0;
+    for (size_t s = 0; s < slots_.size(); ++s) {
+        if (slots_[s].request) continue;
+        const int32_t id = static_cast<int32_t>(s);
+        const int32_t score = cache_prompt ? decoder_.reusable_prompt(id, prompt) : -decoder_.cached_tokens(id);
+        if (best == slots_.size() || score > best_score) {
+            best = s;
+            best_score = score;
+        }
+    }
+    return best;
 }
 
 bool Scheduler::step_callback(const StepResult& step) {

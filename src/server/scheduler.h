@@ -101,8 +101,10 @@ private:
         ProvenanceSpans spans;  // the request's tokens whose text the stream has not released yet
     };
     void run();
-    // Takes queued requests into free slots (under the lock) and starts their sequences (outside it).
+    // Takes queued requests into free slots and starts their sequences, reusing what the slot's cache kept.
     void start_queued();
+    // The free slot a request with this prompt starts in (one is free).
+    size_t choose_slot(std::span<const int32_t> prompt, bool cache_prompt) const;
     // After a step: hands finished results back and frees their slots.
     void release_finished();
     bool step_callback(const StepResult& step);

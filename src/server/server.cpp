@@ -40,7 +40,8 @@ std::string_view finish_reason(StopReason reason) {
 json usage_json(const GenerationStats& stats) {
     return {{"prompt_tokens", stats.prompt_tokens},
             {"completion_tokens", stats.emitted},
-            {"total_tokens", stats.prompt_tokens + stats.emitted}};
+            {"total_tokens", stats.prompt_tokens + stats.emitted},
+            {"prompt_tokens_details", {{"cached_tokens", stats.prompt_cached_tokens}}}};
 }
 
 json speculative_json(const GenerationStats& stats, std::string_view judge) {
