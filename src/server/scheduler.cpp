@@ -64,9 +64,11 @@ void RequestChannel::finish(GenerationResult result) {
     changed_.notify_all();
 }
 
-Scheduler::Scheduler(SpeculativeDecoder& decoder, int32_t slots) : decoder_(decoder), slots_(static_cast<size_t>(slots)) {
+Scheduler::Scheduler(SpeculativeDecoder& decoder, int32_t slots)
+    : decoder_(decoder), slots_(static_cast<size_t>(slots)), states_(slots_.size()) {
     if (slots < 1 || slots > decoder.n_sequences())
         throw Error(fmt::format("the server needs 1..{} slots (the decoder's sequences), got {}", decoder.n_sequences(), slots));
+    for (size_t s = 0; s < states_.size(); ++s) states_[s].id = static_cast<int32_t>(s);
     thread_ = std::thread([this] { run(); });
 }
 
@@ -91,6 +93,18 @@ void Scheduler::submit(std::shared_ptr<RequestChannel> request) {
 ServerCounters Scheduler::counters() const {
     std::lock_guard lock(mutex_);
     return counters_;
+}
+
+std::vector<SlotState> Scheduler::slot_states() const {
+    std::lock_guard lock(mutex_);
+    return states_;
+}
+
+void Scheduler::cancel_all() {
+    std::lock_guard lock(mutex_);
+    for (const Slot& slot : slots_)
+        if (slot.request) slot.request->cancel();
+    for (const std::shared_ptr<RequestChannel>& request : queue_) request->cancel();
 }
 
 void Scheduler::run() {
@@ -124,6 +138,9 @@ void Scheduler::start_queued() {
             slots_[s].request = std::move(queue_.front());
             queue_.pop_front();
             taken.push_back(s);
+            states_[s].processing = true;
+            states_[s].judge = slots_[s].request->generation().judge->name();
+            states_[s].prompt_tokens = 0;
         }
         counters_.queued = static_cast<int32_t>(queue_.size());
         counters_.active += static_cast<int32_t>(taken.size());
@@ -132,6 +149,10 @@ void Scheduler::start_queued() {
         Slot& slot = slots_[s];
         try {
             slot.sequence = decoder_.start(static_cast<int32_t>(s), slot.request->prompt(), slot.request->generation());
+            {
+                std::lock_guard lock(mutex_);
+                states_[s].prompt_tokens = slot.sequence->result().stats.prompt_tokens;
+            }
             slot.request->start();
         } catch (const Error& e) {
             // The checks left to the engine: the prompt against the context, and what the judge needs of the
@@ -141,8 +162,10 @@ void Scheduler::start_queued() {
             const bool too_long = reason.find("the context holds") != std::string_view::npos;
             slot.request->fail(ApiError{400, e.what(), "invalid_request_error", prompt ? "prompt" : "judge",
                                         too_long ? "context_length_exceeded" : ""});
+            std::lock_guard lock(mutex_);  // cancel_all() reads slot.request under it
             slot.request.reset();
-            std::lock_guard lock(mutex_);
+            states_[s].processing = false;
+            states_[s].judge.clear();
             --counters_.active;
             ++counters_.requests_failed;
         }
@@ -158,18 +181,22 @@ bool Scheduler::step_callback(const StepResult& step) {
 }
 
 void Scheduler::release_finished() {
-    for (Slot& slot : slots_) {
+    for (size_t s = 0; s < slots_.size(); ++s) {
+        Slot& slot = slots_[s];
         if (!slot.sequence || !slot.sequence->finished()) continue;
         GenerationResult result = slot.sequence->take_result();
+        std::shared_ptr<RequestChannel> request;
         {
             std::lock_guard lock(mutex_);
+            request = std::move(slot.request);
+            states_[s].processing = false;
+            states_[s].judge.clear();
             ++counters_.requests_finished;
             counters_.requests_cancelled += result.stop_reason == StopReason::Cancelled;
             counters_.stats += result.stats;
             --counters_.active;
         }
-        slot.request->finish(std::move(result));
-        slot.request.reset();
+        request->finish(std::move(result));
         slot.sequence.reset();
         slot.spans = {};  // what a stop string cut off
     }
