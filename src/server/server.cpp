@@ -125,7 +125,7 @@ json usage_chunk_json(const ResponseHead& head, const GenerationResult& result) 
 
 std::string sse(const json& chunk) { return "data: " + dump(chunk) + "\n\n"; }
 
-// A token's text, or its bytes when they are no valid UTF-8 alone (part of a character), as llama-server.
+// A token's text, or its bytes when they are not valid UTF-8 on their own (part of a character), as llama-server.
 json piece_json(const std::string& piece) {
     try {
         (void)json(piece).dump();  // the strict error handler throws on invalid UTF-8
@@ -199,6 +199,11 @@ void Server::reject(httplib::Response& response, const ApiError& error) {
     response.set_content(dump(error.to_json()), kJson);
 }
 
+void Server::reject_draining(httplib::Response& response) {
+    response.set_header("Retry-After", std::to_string(retry_after_s_));
+    reject(response, ApiError{503, "the server is shutting down", "server_error", "", "server_shutting_down"});
+}
+
 int Server::bind() {
     if (options_.port == 0) {
         const int port = http_->bind_to_any_port(options_.host);
@@ -218,15 +223,14 @@ void Server::stop() { http_->stop(); }
 void Server::add_routes() {
     // Known paths and their one method: another method gets 405, an unknown path 404 (error handler).
     static const std::map<std::string, std::string> kMethods = {
-        {"/", "GET"},         {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"}, {"/v1/models", "GET"},
-        {"/health", "GET"},   {"/metrics", "GET"},         {"/tokenize", "POST"},            {"/detokenize", "POST"},
-        {"/props", "GET"},    {"/slots", "GET"}};
+        {"/", "GET"}, {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"}, {"/v1/models", "GET"},
+        {"/health", "GET"}, {"/metrics", "GET"}, {"/tokenize", "POST"}, {"/detokenize", "POST"},
+        {"/props", "GET"}, {"/slots", "GET"}};
     // Before routing, in llama-server's order: a draining server refuses, then a missing or wrong key (on
     // unknown paths too, so that they tell nothing), then a wrong method. /health is always open.
     http_->set_pre_routing_handler([this](const httplib::Request& request, httplib::Response& response) {
         if (request.path != "/health" && draining()) {
-            response.set_header("Retry-After", std::to_string(retry_after_s_));
-            reject(response, ApiError{503, "the server is shutting down", "server_error", "", "server_shutting_down"});
+            reject_draining(response);
             return httplib::Server::HandlerResponse::Handled;
         }
         if (request.path != "/health" && !options_.api_keys.empty() &&
@@ -347,10 +351,7 @@ void Server::handle_completion(Endpoint endpoint, const httplib::Request& http_r
     // Checked again here, atomically with the count drain() waits on: a request the pre-routing check let
     // through just before the drain began is refused, never left running past it.
     const std::shared_ptr<InFlight> in_flight = admit();
-    if (!in_flight) {
-        response.set_header("Retry-After", std::to_string(retry_after_s_));
-        return reject(response, ApiError{503, "the server is shutting down", "server_error", "", "server_shutting_down"});
-    }
+    if (!in_flight) return reject_draining(response);
     std::variant<CompletionRequest, ApiError> parsed = parse_completion_request(http_request.body, endpoint, defaults_);
     if (const ApiError* error = std::get_if<ApiError>(&parsed)) return reject(response, *error);
     CompletionRequest& request = std::get<CompletionRequest>(parsed);

@@ -70,6 +70,8 @@ private:
     void add_routes();
     // Answers with an error counted in /metrics' klspec:request_error_total.
     void reject(httplib::Response& response, const ApiError& error);
+    // 503 server_shutting_down with Retry-After: a draining server takes no new work.
+    void reject_draining(httplib::Response& response);
     void handle_completion(Endpoint endpoint, const httplib::Request& request, httplib::Response& response);
     nlohmann::json props_json() const;
     nlohmann::json slots_json() const;

@@ -820,46 +820,128 @@ TEST_F(ChatServerTest, OfficialOpenAiNodeClient) {
     EXPECT_EQ(got.at("models"), json::array({"stories260K"}));
 }
 
+// `klspec serve ARGS` spawned with its stdout on a pipe, read until it says where it listens.
+struct ServeProcess {
+    pid_t pid = 0;
+    int port = -1;  // -1: it did not start
+    std::string listening;  // its first line
+    FILE* output = nullptr;
+
+    explicit ServeProcess(std::vector<std::string> args) {
+        int out[2];
+        if (pipe(out) != 0) return;
+        posix_spawn_file_actions_t actions;
+        posix_spawn_file_actions_init(&actions);
+        posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+        posix_spawn_file_actions_addclose(&actions, out[0]);
+        args.insert(args.begin(), {test::kCli, "serve", "--port", "0", "-t", "1"});
+        std::vector<char*> argv;
+        for (std::string& arg : args) argv.push_back(arg.data());
+        argv.push_back(nullptr);
+        const int spawned = posix_spawn(&pid, test::kCli.c_str(), &actions, nullptr, argv.data(), environ);
+        posix_spawn_file_actions_destroy(&actions);
+        close(out[1]);
+        output = fdopen(out[0], "r");
+        char line[512] = {};
+        if (spawned != 0 || fgets(line, sizeof line, output) == nullptr) return;
+        listening = line;
+        const std::string marker = "http://127.0.0.1:";
+        if (listening.find(marker) != std::string::npos)
+            port = std::stoi(listening.substr(listening.find(marker) + marker.size()));
+    }
+    ~ServeProcess() {
+        if (pid > 0 && waitpid(pid, nullptr, WNOHANG) == 0) kill(pid, SIGKILL), waitpid(pid, nullptr, 0);
+        if (output) fclose(output);
+    }
+    // Its exit status, or -1 when a signal killed it.
+    int wait_exit_status() {
+        int status = 0;
+        const pid_t waited = waitpid(pid, &status, 0);
+        pid = 0;
+        return waited > 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    }
+};
+
 // The CLI: `klspec serve` prints its address, answers, and exits 0 on SIGTERM.
 TEST(ServeCommand, ListensAnswersAndStopsOnSigterm) {
-    int out[2];
-    ASSERT_EQ(pipe(out), 0);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-    posix_spawn_file_actions_addclose(&actions, out[0]);
-    std::vector<std::string> args = {test::kCli, "serve", "-m", test::kTargetModel, "-md", test::kDraftQ4, "--port",
-                                     "0", "-t", "1", "-c", "256", "-np", "2", "--judge", "kl", "--judge-threshold", "0.5"};
-    std::vector<char*> argv;
-    for (std::string& arg : args) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    pid_t pid = 0;
-    ASSERT_EQ(posix_spawn(&pid, test::kCli.c_str(), &actions, nullptr, argv.data(), environ), 0);
-    posix_spawn_file_actions_destroy(&actions);
-    close(out[1]);
-    FILE* output = fdopen(out[0], "r");
-    char line[512] = {};
-    ASSERT_NE(fgets(line, sizeof line, output), nullptr);
-    const std::string listening = line;
-    const std::string marker = "http://127.0.0.1:";
-    ASSERT_NE(listening.find(marker), std::string::npos) << listening;
-    EXPECT_NE(listening.find("judge kl"), std::string::npos) << listening;
-    const int port = std::stoi(listening.substr(listening.find(marker) + marker.size()));
+    ServeProcess serve({"-m", test::kTargetModel, "-md", test::kDraftQ4, "-c", "256", "-np", "2", "--judge", "kl",
+                        "--judge-threshold", "0.5"});
+    ASSERT_GT(serve.port, 0) << serve.listening;
+    EXPECT_NE(serve.listening.find("judge kl"), std::string::npos) << serve.listening;
 
-    httplib::Client c("127.0.0.1", port);
-    c.set_read_timeout(30);
-    const httplib::Result reply = c.Post("/v1/completions", R"({"prompt": "Once upon a time", "max_tokens": 16})",
-                                         "application/json");
-    ASSERT_TRUE(reply);
-    EXPECT_EQ(reply->status, 200) << reply->body;
-    EXPECT_EQ(json::parse(reply->body).at("speculative").at("judge"), "kl");  // the server's default rule
+    const HttpReply reply = call(serve.port, "POST", "/v1/completions", R"({"prompt": "Once upon a time", "max_tokens": 16})");
+    EXPECT_EQ(reply.status, 200) << reply.body;
+    EXPECT_EQ(json::parse(reply.body).at("speculative").at("judge"), "kl");  // the server's default rule
 
-    kill(pid, SIGTERM);
-    int status = 0;
-    ASSERT_EQ(waitpid(pid, &status, 0), pid);
-    EXPECT_TRUE(WIFEXITED(status)) << "killed by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-    EXPECT_EQ(WEXITSTATUS(status), 0);
-    fclose(output);
+    kill(serve.pid, SIGTERM);
+    EXPECT_EQ(serve.wait_exit_status(), 0);
+}
+
+// Keys from --api-key-file (blank lines and a CRLF end skipped) and --api-key; SIGTERM while a stream is open
+// (the testbed pair, target-only: a few ms a token): new requests get 503, the stream still ends whole, and
+// the process exits 0.
+TEST(ServeCommand, SigtermLetsAnOpenStreamEndThenExitsZero) {
+    const std::string keys = test::temp_path("serve-keys.txt");
+    std::ofstream(keys) << "\nsk-file-one\n\n  sk-file-two \r\n";
+    ServeProcess serve({"-m", test::kDefaultTarget, "-md", test::kDefaultDraft, "-c", "512", "-np", "2",
+                        "--api-key-file", keys, "--api-key", "sk-flag", "--drain-timeout", "20"});
+    ASSERT_GT(serve.port, 0) << serve.listening;
+    const json request = {{"prompt", "Q: Ella has 38 big cookies and 50 small cookies. She sells 46. She gives 3 away. "
+                                     "How many cookies does Ella have?\nA:"},
+                          {"max_tokens", 200}, {"draft_policy", "off"}};
+    EXPECT_EQ(call(serve.port, "POST", "/v1/completions", request.dump()).status, 401);
+    for (const char* key : {"sk-file-one", "sk-flag"})
+        EXPECT_EQ(call(serve.port, "GET", "/v1/models", "", {{"Authorization", std::string("Bearer ") + key}}).status, 200)
+            << key;
+    const httplib::Headers auth = {{"Authorization", "Bearer sk-file-two"}};
+    const HttpReply whole = call(serve.port, "POST", "/v1/completions", request.dump(), auth);
+    ASSERT_EQ(whole.status, 200) << whole.body;
+
+    json streamed_request = request;
+    streamed_request["stream"] = true;
+    std::atomic<bool> ended = false;
+    std::future<HttpReply> open = std::async(std::launch::async, [&] {
+        bool first = true;
+        return stream(serve.port, "/v1/completions", streamed_request, [&](const std::string& received) {
+            if (std::exchange(first, false)) kill(serve.pid, SIGTERM);
+            if (received.find("data: [DONE]") != std::string::npos) ended = true;
+        }, auth);
+    });
+    const HttpReply health = health_once_not_ok(serve.port);  // the stop watcher looks every 100 ms
+    EXPECT_EQ(health.status, 503) << health.body;
+    const HttpReply refused = call(serve.port, "POST", "/v1/completions", request.dump(), auth);
+    EXPECT_EQ(refused.status, 503) << refused.body;
+    EXPECT_FALSE(ended) << "the stream ended before the drain began: the test proved nothing";
+
+    const HttpReply streamed = open.get();
+    ASSERT_EQ(streamed.status, 200) << streamed.body;
+    const std::vector<std::string> events = sse_events(streamed.body);
+    ASSERT_FALSE(events.empty());
+    EXPECT_EQ(events.back(), "[DONE]");
+    std::string text;
+    for (size_t i = 0; i + 1 < events.size(); ++i) text += json::parse(events[i]).at("choices").at(0).at("text").get<std::string>();
+    EXPECT_EQ(text, whole.parsed().at("choices").at(0).at("text"));
+    EXPECT_EQ(serve.wait_exit_status(), 0);
+}
+
+// A key file that cannot be read or holds no key, or an empty --api-key, stops serve before it loads a
+// model (the "model" here is a text file: loading it would fail with another reason): one line on stderr,
+// exit 1.
+TEST(ServeCommand, BadApiKeysAreAOneLineError) {
+    const std::string blank = test::temp_path("blank-keys.txt");
+    std::ofstream(blank) << "\n  \n\r\n";
+    const std::pair<std::string, std::string> cases[] = {
+        {"--api-key-file " + test::temp_path("no-such-file"), "cannot read it"},
+        {"--api-key-file " + blank, "holds no key"},
+        {"--api-key ''", "an API key cannot be empty"},
+    };
+    for (const auto& [flags, reason] : cases) {
+        const test::CommandResult result = test::run_command(test::kCli + " serve -m " + blank + " " + flags);
+        EXPECT_EQ(result.exit_code, 1) << flags << ": " << result.errors;
+        EXPECT_NE(result.errors.find(reason), std::string::npos) << flags << ": " << result.errors;
+        EXPECT_EQ(std::count(result.errors.begin(), result.errors.end(), '\n'), 1) << result.errors;
+        EXPECT_EQ(result.output, "") << flags;
+    }
 }
 
 }  // namespace
