@@ -5,12 +5,14 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <thread>
 
 #include <fmt/format.h>
 
 #include "apps/run_options.h"
+#include "core/error.h"
 #include "server/server.h"
 
 namespace klspec {
@@ -20,7 +22,22 @@ struct ServeOptions {
     RunOptions run;
     server::ServerOptions server;
     bool no_cache_prompt = false;
+    std::string api_key_file;
+    int drain_timeout_s = 30;
 };
+
+// One key per line, surrounding whitespace (a CRLF file's \r) dropped, blank lines skipped.
+std::vector<std::string> read_api_keys(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) throw Error(fmt::format("--api-key-file {}: cannot read it", path));
+    std::vector<std::string> keys;
+    for (std::string line; std::getline(in, line);) {
+        const size_t begin = line.find_first_not_of(" \t\r");
+        if (begin != std::string::npos) keys.push_back(line.substr(begin, line.find_last_not_of(" \t\r") + 1 - begin));
+    }
+    if (keys.empty()) throw Error(fmt::format("--api-key-file {}: holds no key", path));
+    return keys;
+}
 
 // Set by SIGINT/SIGTERM. A handler may only store a lock-free atomic; a watcher thread stops the server
 // (which is not async-signal-safe). Threads started by libraries before this command may take the
@@ -29,10 +46,13 @@ std::atomic<bool> stop_requested = false;
 static_assert(std::atomic<bool>::is_always_lock_free);
 
 void run_serve(const ServeOptions& options) {
+    server::ServerOptions server_options = options.server;
+    if (!options.api_key_file.empty()) {  // before the models load: a bad file fails at once
+        for (std::string& key : read_api_keys(options.api_key_file)) server_options.api_keys.push_back(std::move(key));
+    }
     RunOptions run = options.run;
     run.context.n_sequences = options.server.slots;
     DecodingSession session = open_session(run);
-    server::ServerOptions server_options = options.server;
     server_options.model_name = std::filesystem::path(session.target->path()).stem().string();
     GenerationOptions generation = session.generation;
     generation.cache_prompt = !options.no_cache_prompt;
@@ -47,6 +67,9 @@ void run_serve(const ServeOptions& options) {
     std::atomic<bool> serving = true;
     std::thread stop_watcher([&] {
         while (serving && !stop_requested) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        if (stop_requested && !server.drain(std::chrono::seconds(options.drain_timeout_s)))
+            std::fprintf(stderr, "klspec serve: requests still running after --drain-timeout %d s were cancelled\n",
+                         options.drain_timeout_s);
         server.stop();
     });
     std::printf("klspec serve: listening on http://%s:%d (model %s, %d slots, judge %s, chat template %s)\n",
@@ -63,8 +86,9 @@ void run_serve(const ServeOptions& options) {
 void register_serve_command(CLI::App& app) {
     auto options = std::make_shared<ServeOptions>();
     CLI::App* cmd = app.add_subcommand(
-        "serve", "OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions) with per-request judges; "
-                 "the flags below are the defaults a request's fields override");
+        "serve", "OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions; llama-server's /tokenize, "
+                 "/detokenize, /props, /slots) with per-request judges; the flags below are the defaults a "
+                 "request's fields override");
     add_model_options(*cmd, options->run);
     options->run.generation.draft_policy = DraftPolicy::Auto;  // the cost model chooses gamma
     add_generation_options(*cmd, options->run.generation);
@@ -88,6 +112,17 @@ void register_serve_command(CLI::App& app) {
                   "cache_prompt overrides; default: keep them and reuse the longest shared prompt prefix, as llama-server)");
     cmd->add_option("--max-body", options->server.max_body_bytes, "Largest request body in bytes (larger: 413)")
         ->capture_default_str()->check(CLI::PositiveNumber);
+    cmd->add_option("--api-key", options->server.api_keys,
+                    "Require `Authorization: Bearer KEY` on every endpoint but /health (401 otherwise); repeat the flag "
+                    "for more keys")
+        ->allow_extra_args(false)
+        ->check([](const std::string& key) { return key.empty() ? std::string("an API key cannot be empty") : ""; });
+    cmd->add_option("--api-key-file", options->api_key_file,
+                    "Read more keys for --api-key from FILE, one per line (blank lines are skipped)");
+    cmd->add_option("--drain-timeout", options->drain_timeout_s,
+                    "On SIGTERM or SIGINT: refuse new requests with 503 and let those in flight (streams included) "
+                    "finish for up to this many seconds, then cancel the rest and exit 0 (0: stop at once)")
+        ->capture_default_str()->check(CLI::NonNegativeNumber);
     cmd->callback([options] { run_serve(*options); });
 }
 

@@ -49,6 +49,13 @@ std::optional<int32_t> count_field(const json& body, const char* name, int32_t m
     return static_cast<int32_t>(*value);
 }
 
+std::optional<bool> bool_field(const json& body, const char* name) {
+    const json* value = field(body, name);
+    if (value == nullptr) return std::nullopt;
+    if (!value->is_boolean()) throw bad_field(name, fmt::format("'{}' must be a boolean", name));
+    return value->get<bool>();
+}
+
 std::optional<std::string> string_field(const json& body, const char* name) {
     const json* value = field(body, name);
     if (value == nullptr) return std::nullopt;
@@ -183,13 +190,16 @@ CompletionRequest parse_object(const json& body, Endpoint endpoint, const Reques
     }
     if (body.contains("stop")) gen.stop_strings = parse_stop(body);
     gen.logprobs = parse_logprobs(body, endpoint);
-    if (const json* cache = field(body, "cache_prompt")) {
-        if (!cache->is_boolean()) throw bad_field("cache_prompt", "'cache_prompt' must be a boolean");
-        gen.cache_prompt = cache->get<bool>();
-    }
-    if (const json* stream = field(body, "stream")) {
-        if (!stream->is_boolean()) throw bad_field("stream", "'stream' must be a boolean");
-        request.stream = stream->get<bool>();
+    if (const std::optional<bool> cache = bool_field(body, "cache_prompt")) gen.cache_prompt = *cache;
+    request.stream = bool_field(body, "stream").value_or(false);
+    if (const json* options = field(body, "stream_options")) {
+        if (!request.stream)
+            throw bad_field("stream_options", "'stream_options' is only allowed when 'stream' is true");
+        if (!options->is_object()) throw bad_field("stream_options", "'stream_options' must be an object");
+        const json* include_usage = field(*options, "include_usage");
+        if (include_usage != nullptr && !include_usage->is_boolean())
+            throw bad_field("stream_options.include_usage", "'stream_options.include_usage' must be a boolean");
+        request.include_usage = include_usage != nullptr && include_usage->get<bool>();
     }
     try {
         gen.judge = make_judge(parse_judge(body, defaults.judge));
@@ -204,6 +214,19 @@ CompletionRequest parse_object(const json& body, Endpoint endpoint, const Reques
     return request;
 }
 
+// A JSON object body handed to `parse`, which throws ApiError for a bad field.
+template <class Parse>
+auto parse_body(std::string_view body, Parse parse) -> std::variant<decltype(parse(json())), ApiError> {
+    const json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
+    if (parsed.is_discarded()) return bad_field("", "the request body is not valid JSON");
+    if (!parsed.is_object()) return bad_field("", "the request body must be a JSON object");
+    try {
+        return parse(parsed);
+    } catch (const ApiError& error) {
+        return error;
+    }
+}
+
 }  // namespace
 
 nlohmann::json ApiError::to_json() const {
@@ -213,14 +236,50 @@ nlohmann::json ApiError::to_json() const {
 
 std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_view body, Endpoint endpoint,
                                                                    const RequestDefaults& defaults) {
-    const json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
-    if (parsed.is_discarded()) return bad_field("", "the request body is not valid JSON");
-    if (!parsed.is_object()) return bad_field("", "the request body must be a JSON object");
-    try {
-        return parse_object(parsed, endpoint, defaults);
-    } catch (const ApiError& error) {
-        return error;
+    return parse_body(body, [&](const json& object) { return parse_object(object, endpoint, defaults); });
+}
+
+std::variant<TokenizeRequest, ApiError> parse_tokenize_request(std::string_view body) {
+    return parse_body(body, [](const json& object) {
+        TokenizeRequest request;
+        std::optional<std::string> content = string_field(object, "content");
+        if (!content) throw bad_field("content", "'content' is required");
+        request.content = std::move(*content);
+        request.add_special = bool_field(object, "add_special").value_or(false);
+        request.with_pieces = bool_field(object, "with_pieces").value_or(false);
+        return request;
+    });
+}
+
+std::variant<std::vector<int32_t>, ApiError> parse_detokenize_request(std::string_view body, int32_t n_vocab) {
+    return parse_body(body, [n_vocab](const json& object) {
+        const json* tokens = field(object, "tokens");
+        const std::string kType = fmt::format("'tokens' must be an array of token ids in [0, {})", n_vocab);
+        if (tokens == nullptr || !tokens->is_array()) throw bad_field("tokens", kType);
+        std::vector<int32_t> ids;
+        for (const json& token : *tokens) {
+            // An unsigned id beyond int64 reads as negative.
+            if (!token.is_number_integer() || token.get<int64_t>() < 0 || token.get<int64_t>() >= n_vocab)
+                throw bad_field("tokens", fmt::format("{}, got {}", kType, token.dump()));
+            ids.push_back(token.get<int32_t>());
+        }
+        return ids;
+    });
+}
+
+bool api_key_authorized(std::string_view authorization, const std::vector<std::string>& keys) {
+    constexpr std::string_view kScheme = "Bearer ";
+    const bool bearer = authorization.starts_with(kScheme);
+    const std::string_view given = bearer ? authorization.substr(kScheme.size()) : std::string_view();
+    bool authorized = false;
+    for (const std::string& key : keys) {
+        // Over the key's bytes, never the header's: a differing byte or length ends nothing early.
+        unsigned differ = given.size() != key.size();
+        for (size_t i = 0; i < key.size(); ++i)
+            differ |= static_cast<unsigned char>(key[i]) ^ (i < given.size() ? static_cast<unsigned char>(given[i]) : 0u);
+        authorized |= bearer && differ == 0;
     }
+    return authorized;
 }
 
 }  // namespace klspec::server

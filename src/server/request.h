@@ -43,13 +43,30 @@ struct CompletionRequest {
     ChatMessages messages;  // /v1/chat/completions (the server applies the model's chat template)
     GenerationOptions generation;  // defaults and the request's fields, its judge built and checked
     bool stream = false;
+    bool include_usage = false;  // stream_options.include_usage: a last chunk with no choices and the usage
 };
 
 // Parses and validates a body. Fields: prompt | messages, judge, judge_threshold, judge_topk,
-// confidence_mask, draft_max, draft_policy (auto | fixed | adaptive | off), temperature, top_k, top_p, seed, max_tokens, stop (string or array), stream,
-// logprobs (completions: an integer; chat: a boolean, with top_logprobs), cache_prompt (a boolean);
+// confidence_mask, draft_max, draft_policy (auto | fixed | adaptive | off), temperature, top_k, top_p, seed, max_tokens,
+// stop (string or array), stream, stream_options ({"include_usage": bool}, only with stream, as OpenAI), logprobs
+// (completions: an integer; chat: a boolean, with top_logprobs), cache_prompt (a boolean);
 // others (model, user, ...) are ignored as OpenAI clients send them.
 std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_view body, Endpoint endpoint,
                                                                    const RequestDefaults& defaults);
+
+// POST /tokenize, llama-server's fields.
+struct TokenizeRequest {
+    std::string content;       // required
+    bool add_special = false;  // prepend the BOS token, as a prompt gets
+    bool with_pieces = false;  // [{"id", "piece"}] instead of [id]
+};
+std::variant<TokenizeRequest, ApiError> parse_tokenize_request(std::string_view body);
+
+// POST /detokenize: {"tokens": [id]}; every id must be in [0, n_vocab).
+std::variant<std::vector<int32_t>, ApiError> parse_detokenize_request(std::string_view body, int32_t n_vocab);
+
+// Whether an Authorization header value is "Bearer <one of keys>". Every byte of every key is compared
+// whatever the header holds (no early exit), so the time taken tells nothing but the keys' lengths.
+bool api_key_authorized(std::string_view authorization, const std::vector<std::string>& keys);
 
 }  // namespace klspec::server

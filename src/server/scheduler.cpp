@@ -67,9 +67,11 @@ void RequestChannel::finish(GenerationResult result) {
     changed_.notify_all();
 }
 
-Scheduler::Scheduler(SpeculativeDecoder& decoder, int32_t slots) : decoder_(decoder), slots_(static_cast<size_t>(slots)) {
+Scheduler::Scheduler(SpeculativeDecoder& decoder, int32_t slots)
+    : decoder_(decoder), slots_(static_cast<size_t>(slots)), states_(slots_.size()) {
     if (slots < 1 || slots > decoder.n_sequences())
         throw Error(fmt::format("the server needs 1..{} slots (the decoder's sequences), got {}", decoder.n_sequences(), slots));
+    for (size_t s = 0; s < states_.size(); ++s) states_[s].id = static_cast<int32_t>(s);
     thread_ = std::thread([this] { run(); });
 }
 
@@ -94,6 +96,18 @@ void Scheduler::submit(std::shared_ptr<RequestChannel> request) {
 ServerCounters Scheduler::counters() const {
     std::lock_guard lock(mutex_);
     return counters_;
+}
+
+std::vector<SlotState> Scheduler::slot_states() const {
+    std::lock_guard lock(mutex_);
+    return states_;
+}
+
+void Scheduler::cancel_all() {
+    std::lock_guard lock(mutex_);
+    for (const Slot& slot : slots_)
+        if (slot.request) slot.request->cancel();
+    for (const std::shared_ptr<RequestChannel>& request : queue_) request->cancel();
 }
 
 void Scheduler::run() {
@@ -123,8 +137,8 @@ void Scheduler::start_queued() {
     std::vector<std::shared_ptr<RequestChannel>> starting;
     {
         std::lock_guard lock(mutex_);
-        const size_t free = static_cast<size_t>(std::count_if(slots_.begin(), slots_.end(), [](const Slot& slot) { return !slot.request; }));
-        while (!queue_.empty() && starting.size() < free) {
+        const auto free = std::count_if(slots_.begin(), slots_.end(), [](const Slot& slot) { return !slot.request; });
+        while (!queue_.empty() && std::ssize(starting) < free) {
             starting.push_back(std::move(queue_.front()));
             queue_.pop_front();
         }
@@ -136,11 +150,19 @@ void Scheduler::start_queued() {
         const size_t s = choose_slot(prompt, request->generation().cache_prompt);
         Slot& slot = slots_[s];
         {
-            std::lock_guard lock(mutex_);
+            std::lock_guard lock(mutex_);  // cancel_all() reads slot.request under it
             slot.request = std::move(request);
+            states_[s].processing = true;
+            states_[s].judge = slot.request->generation().judge->name();
+            states_[s].prompt_tokens = 0;
         }
         try {
             slot.sequence = decoder_.start(static_cast<int32_t>(s), prompt, slot.request->generation());
+            {
+                std::lock_guard lock(mutex_);
+                states_[s].prompt_tokens = slot.sequence->result().stats.prompt_tokens;
+                states_[s].cached_tokens = static_cast<int32_t>(slot.sequence->result().stats.prompt_cached_tokens);
+            }
             slot.request->start();
         } catch (const Error& e) {
             // The checks left to the engine: the prompt against the context, and what the judge needs of the
@@ -152,6 +174,9 @@ void Scheduler::start_queued() {
                                         too_long ? "context_length_exceeded" : ""});
             std::lock_guard lock(mutex_);
             slot.request.reset();
+            states_[s].processing = false;
+            states_[s].judge.clear();
+            states_[s].cached_tokens = decoder_.cached_tokens(static_cast<int32_t>(s));
             --counters_.active;
             ++counters_.requests_failed;
         }
@@ -184,18 +209,23 @@ bool Scheduler::step_callback(const StepResult& step) {
 }
 
 void Scheduler::release_finished() {
-    for (Slot& slot : slots_) {
+    for (size_t s = 0; s < slots_.size(); ++s) {
+        Slot& slot = slots_[s];
         if (!slot.sequence || !slot.sequence->finished()) continue;
         GenerationResult result = slot.sequence->take_result();
+        std::shared_ptr<RequestChannel> request;
         {
             std::lock_guard lock(mutex_);
+            request = std::move(slot.request);
+            states_[s].processing = false;
+            states_[s].judge.clear();
+            states_[s].cached_tokens = decoder_.cached_tokens(static_cast<int32_t>(s));
             ++counters_.requests_finished;
             counters_.requests_cancelled += result.stop_reason == StopReason::Cancelled;
             counters_.stats += result.stats;
             --counters_.active;
         }
-        slot.request->finish(std::move(result));
-        slot.request.reset();
+        request->finish(std::move(result));
         slot.sequence.reset();
         slot.spans = {};  // what a stop string cut off
     }

@@ -81,6 +81,17 @@ struct ServerCounters {
     int32_t active = 0;             // in a slot
 };
 
+// One slot as GET /slots shows it: a copy, taken under the scheduler's lock.
+struct SlotState {
+    int32_t id = 0;
+    bool processing = false;    // a request holds the slot
+    std::string judge;          // that request's judge rule; empty when idle
+    int64_t prompt_tokens = 0;  // of the current request, or the last one (0 while it is still starting)
+    // Prompt caching: while processing, the prompt tokens the request reused from the slot's cache; idle,
+    // the tokens the slot's cache keeps for a next request to reuse.
+    int32_t cached_tokens = 0;
+};
+
 class Scheduler {
 public:
     // The decoder must have at least `slots` sequences; it is used only from the scheduler's thread.
@@ -92,6 +103,9 @@ public:
     // Queues a request; it waits (never dropped) until a slot is free.
     void submit(std::shared_ptr<RequestChannel> request);
     ServerCounters counters() const;
+    std::vector<SlotState> slot_states() const;
+    // Cancels every request, queued or decoding: each ends after its next step with StopReason::Cancelled.
+    void cancel_all();
     int32_t slots() const { return static_cast<int32_t>(slots_.size()); }
 
 private:
@@ -116,6 +130,7 @@ private:
     std::condition_variable wake_;
     std::deque<std::shared_ptr<RequestChannel>> queue_;
     ServerCounters counters_;
+    std::vector<SlotState> states_;  // what slot_states() copies; slots_ itself is the scheduler thread's
     bool stopping_ = false;
     std::thread thread_;  // last: starts after every member above exists
 };

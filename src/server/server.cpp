@@ -21,11 +21,6 @@ constexpr const char* kJson = "application/json";
 // Invalid UTF-8 (a token boundary inside a character) is replaced, never a reason to fail a response.
 std::string dump(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-void reply_error(httplib::Response& response, const ApiError& error) {
-    response.status = error.status;
-    response.set_content(dump(error.to_json()), kJson);
-}
-
 std::string_view finish_reason(StopReason reason) {
     switch (reason) {
         case StopReason::EndOfGeneration:
@@ -112,8 +107,11 @@ struct ResponseHead {
     Endpoint endpoint = Endpoint::Completions;
     const Model* tokenizer = nullptr;  // non-null: the request asked for logprobs
 
-    json object(std::string_view type, json choice) const {
-        return {{"id", id}, {"object", type}, {"created", created}, {"model", model}, {"choices", json::array({choice})}};
+    json object(std::string_view type, json choices) const {
+        return {{"id", id}, {"object", type}, {"created", created}, {"model", model}, {"choices", std::move(choices)}};
+    }
+    std::string_view chunk_type() const {
+        return endpoint == Endpoint::ChatCompletions ? "chat.completion.chunk" : "text_completion";
     }
 };
 
@@ -127,7 +125,7 @@ json completion_json(const ResponseHead& head, const GenerationResult& result, s
     }
     size_t text_offset = 0;
     choice["logprobs"] = head.tokenizer ? logprobs_json(*head.tokenizer, head.endpoint, result.logprobs, text_offset) : json(nullptr);
-    json out = head.object(chat ? "chat.completion" : "text_completion", std::move(choice));
+    json out = head.object(chat ? "chat.completion" : "text_completion", json::array({std::move(choice)}));
     out["usage"] = usage_json(result.stats);
     out["speculative"] = speculative_json(result.stats, judge);
     return out;
@@ -150,7 +148,7 @@ json chunk_json(const ResponseHead& head, const Delta& delta, const GenerationRe
         choice["logprobs"] = logprobs_json(*head.tokenizer, head.endpoint, delta.logprobs, text_offset);
     if (!delta.origins.empty()) choice["provenance"] = provenance_json(delta.origins);
     if (!delta.spans.empty()) choice["spans"] = spans_json(delta.spans);
-    json out = head.object(chat ? "chat.completion.chunk" : "text_completion", std::move(choice));
+    json out = head.object(head.chunk_type(), json::array({std::move(choice)}));
     if (result) {
         out["usage"] = usage_json(result->stats);
         out["speculative"] = speculative_json(result->stats, judge);
@@ -158,7 +156,24 @@ json chunk_json(const ResponseHead& head, const Delta& delta, const GenerationRe
     return out;
 }
 
+// stream_options.include_usage: OpenAI's last chunk, with no choices and the usage.
+json usage_chunk_json(const ResponseHead& head, const GenerationResult& result) {
+    json out = head.object(head.chunk_type(), json::array());
+    out["usage"] = usage_json(result.stats);
+    return out;
+}
+
 std::string sse(const json& chunk) { return "data: " + dump(chunk) + "\n\n"; }
+
+// A token's text, or its bytes when they are not valid UTF-8 on their own (part of a character), as llama-server.
+json piece_json(const std::string& piece) {
+    try {
+        (void)json(piece).dump();  // the strict error handler throws on invalid UTF-8
+        return piece;
+    } catch (const json::type_error&) {
+        return std::vector<uint8_t>(piece.begin(), piece.end());
+    }
+}
 
 void append_metric(std::string& out, std::string_view name, std::string_view type, std::string_view help, double value) {
     out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, value);
@@ -183,6 +198,53 @@ Server::Server(SpeculativeDecoder& decoder, RequestDefaults defaults, ServerOpti
 
 Server::~Server() { stop(); }
 
+class Server::InFlight {
+public:
+    explicit InFlight(Server& server) : server_(server) {}
+    InFlight(const InFlight&) = delete;
+    InFlight& operator=(const InFlight&) = delete;
+    ~InFlight() {
+        {
+            std::lock_guard lock(server_.drain_mutex_);
+            --server_.in_flight_;
+        }
+        server_.in_flight_changed_.notify_all();
+    }
+
+private:
+    Server& server_;
+};
+
+std::shared_ptr<Server::InFlight> Server::admit() {
+    std::lock_guard lock(drain_mutex_);
+    if (draining_) return nullptr;
+    ++in_flight_;
+    return std::make_shared<InFlight>(*this);
+}
+
+bool Server::drain(std::chrono::seconds timeout) {
+    std::unique_lock lock(drain_mutex_);
+    retry_after_s_ = std::max<int64_t>(1, timeout.count());  // this process is gone by then
+    draining_ = true;
+    if (in_flight_changed_.wait_for(lock, timeout, [&] { return in_flight_ == 0; })) return true;
+    // Each cancelled request ends after its next step; a stream's write to a client that stopped reading
+    // fails after httplib's write timeout.
+    scheduler_.cancel_all();
+    in_flight_changed_.wait(lock, [&] { return in_flight_ == 0; });
+    return false;
+}
+
+void Server::reject(httplib::Response& response, const ApiError& error) {
+    ++requests_rejected_;
+    response.status = error.status;
+    response.set_content(dump(error.to_json()), kJson);
+}
+
+void Server::reject_draining(httplib::Response& response) {
+    response.set_header("Retry-After", std::to_string(retry_after_s_));
+    reject(response, ApiError{503, "the server is shutting down", "server_error", "", "server_shutting_down"});
+}
+
 int Server::bind() {
     if (options_.port == 0) {
         const int port = http_->bind_to_any_port(options_.host);
@@ -201,21 +263,29 @@ void Server::stop() { http_->stop(); }
 
 void Server::add_routes() {
     // Known paths and their one method: another method gets 405, an unknown path 404 (error handler).
-    static const std::map<std::string, std::string> kMethods = {{"/", "GET"},
-                                                                {"/v1/completions", "POST"},
-                                                                {"/v1/chat/completions", "POST"},
-                                                                {"/v1/models", "GET"},
-                                                                {"/health", "GET"},
-                                                                {"/metrics", "GET"}};
+    static const std::map<std::string, std::string> kMethods = {
+        {"/", "GET"}, {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"}, {"/v1/models", "GET"},
+        {"/health", "GET"}, {"/metrics", "GET"}, {"/tokenize", "POST"}, {"/detokenize", "POST"},
+        {"/props", "GET"}, {"/slots", "GET"}};
+    // Before routing, in llama-server's order: a draining server refuses, then a missing or wrong key (on
+    // unknown paths too, so that they tell nothing), then a wrong method. /health is always open.
     http_->set_pre_routing_handler([this](const httplib::Request& request, httplib::Response& response) {
+        if (request.path != "/health" && draining()) {
+            reject_draining(response);
+            return httplib::Server::HandlerResponse::Handled;
+        }
+        if (request.path != "/health" && !options_.api_keys.empty() &&
+            !api_key_authorized(request.get_header_value("Authorization"), options_.api_keys)) {
+            reject(response, ApiError{401, "Invalid API Key", "authentication_error", "", "invalid_api_key"});
+            return httplib::Server::HandlerResponse::Handled;
+        }
         const auto known = kMethods.find(request.path);
         if (known == kMethods.end() || known->second == request.method ||
             (request.method == "HEAD" && known->second == "GET"))
             return httplib::Server::HandlerResponse::Unhandled;
-        ++requests_rejected_;
         response.set_header("Allow", known->second);
-        reply_error(response, ApiError{405, fmt::format("{} takes {}, not {}", request.path, known->second, request.method),
-                                       "invalid_request_error", "", "method_not_allowed"});
+        reject(response, ApiError{405, fmt::format("{} takes {}, not {}", request.path, known->second, request.method),
+                                  "invalid_request_error", "", "method_not_allowed"});
         return httplib::Server::HandlerResponse::Handled;
     });
     http_->set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& request,
@@ -227,8 +297,7 @@ void Server::add_routes() {
         if (response.status == 413)
             error = {413, fmt::format("the request body is larger than {} bytes", options_.max_body_bytes),
                      "invalid_request_error", "", "request_too_large"};
-        ++requests_rejected_;
-        reply_error(response, error);
+        reject(response, error);
         return httplib::Server::HandlerResponse::Handled;
     }));
     http_->Post("/v1/completions", [this](const httplib::Request& request, httplib::Response& response) {
@@ -244,38 +313,101 @@ void Server::add_routes() {
     http_->Get("/", [page = page_html(defaults_.judge.rule)](const httplib::Request&, httplib::Response& response) {
         response.set_content(page, "text/html; charset=utf-8");
     });
-    http_->Get("/health", [](const httplib::Request&, httplib::Response& response) {
-        response.set_content(R"({"status":"ok"})", kJson);
+    http_->Get("/health", [this](const httplib::Request&, httplib::Response& response) {
+        if (!draining()) return response.set_content(R"({"status":"ok"})", kJson);
+        response.status = 503;
+        response.set_header("Retry-After", std::to_string(retry_after_s_));
+        response.set_content(R"({"status":"draining"})", kJson);
     });
     http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& response) {
         response.set_content(metrics_text(), "text/plain; version=0.0.4");
     });
+    http_->Post("/tokenize", [this](const httplib::Request& request, httplib::Response& response) {
+        const std::variant<TokenizeRequest, ApiError> parsed = parse_tokenize_request(request.body);
+        if (const ApiError* error = std::get_if<ApiError>(&parsed)) return reject(response, *error);
+        const TokenizeRequest& tokenize = std::get<TokenizeRequest>(parsed);
+        const Model& model = decoder_.target();
+        json tokens = json::array();
+        // Special-token text is parsed, as in a prompt (and llama-server's default).
+        for (const int32_t id : model.tokenize(tokenize.content, tokenize.add_special, /*parse_special=*/true))
+            tokens.push_back(tokenize.with_pieces ? json{{"id", id}, {"piece", piece_json(model.piece(id))}} : json(id));
+        response.set_content(dump({{"tokens", std::move(tokens)}}), kJson);
+    });
+    http_->Post("/detokenize", [this](const httplib::Request& request, httplib::Response& response) {
+        const std::variant<std::vector<int32_t>, ApiError> parsed =
+            parse_detokenize_request(request.body, decoder_.target().n_vocab());
+        if (const ApiError* error = std::get_if<ApiError>(&parsed)) return reject(response, *error);
+        std::string content;
+        for (const int32_t id : std::get<std::vector<int32_t>>(parsed)) content += decoder_.target().piece(id);
+        response.set_content(dump({{"content", content}}), kJson);
+    });
+    http_->Get("/props", [this](const httplib::Request&, httplib::Response& response) {
+        response.set_content(dump(props_json()), kJson);
+    });
+    http_->Get("/slots", [this](const httplib::Request&, httplib::Response& response) {
+        response.set_content(dump(slots_json()), kJson);
+    });
+}
+
+// llama-server's names where it has the field; the defaults under the request fields that override them.
+json Server::props_json() const {
+    const GenerationOptions& gen = defaults_.generation;
+    const JudgeOptions& judge = defaults_.judge;
+    auto or_null = [](const auto& value) { return value ? json(*value) : json(nullptr); };
+    // kl's --max-tv ε stands for τ = 2ε² (Pinsker), what a request's judge_threshold would be.
+    const std::optional<double> threshold =
+        judge.max_tv ? std::optional<double>(2 * *judge.max_tv * *judge.max_tv) : judge.threshold;
+    const json params = {{"max_tokens", gen.max_tokens},
+                         {"draft_max", gen.draft_max},
+                         {"draft_policy", draft_policy_name(gen.draft_policy)},
+                         {"temperature", gen.sampling.temperature},
+                         {"top_k", gen.sampling.top_k},
+                         {"top_p", gen.sampling.top_p},
+                         {"seed", gen.sampling.seed},
+                         {"stop", gen.stop_strings},
+                         {"judge", judge.rule},
+                         {"judge_threshold", or_null(threshold)},
+                         {"judge_topk", or_null(judge.topk)},
+                         {"confidence_mask", judge.confidence_mask}};
+    return {{"model_alias", options_.model_name},
+            {"model_path", decoder_.target().path()},
+            {"total_slots", scheduler_.slots()},
+            {"default_generation_settings", {{"n_ctx", defaults_.n_ctx}, {"params", params}}}};
+}
+
+json Server::slots_json() const {
+    json slots = json::array();
+    for (const SlotState& slot : scheduler_.slot_states())
+        slots.push_back({{"id", slot.id},
+                         {"n_ctx", defaults_.n_ctx},
+                         {"is_processing", slot.processing},
+                         {"judge", slot.processing ? json(slot.judge) : json(nullptr)},
+                         {"n_prompt_tokens", slot.prompt_tokens},
+                         {"n_cached_tokens", slot.cached_tokens}});
+    return slots;
 }
 
 void Server::handle_completion(Endpoint endpoint, const httplib::Request& http_request, httplib::Response& response) {
     ++requests_received_;
+    // Checked again here, atomically with the count drain() waits on: a request the pre-routing check let
+    // through just before the drain began is refused, never left running past it.
+    const std::shared_ptr<InFlight> in_flight = admit();
+    if (!in_flight) return reject_draining(response);
     std::variant<CompletionRequest, ApiError> parsed = parse_completion_request(http_request.body, endpoint, defaults_);
-    if (const ApiError* error = std::get_if<ApiError>(&parsed)) {
-        ++requests_rejected_;
-        return reply_error(response, *error);
-    }
+    if (const ApiError* error = std::get_if<ApiError>(&parsed)) return reject(response, *error);
     CompletionRequest& request = std::get<CompletionRequest>(parsed);
     if (endpoint == Endpoint::ChatCompletions) {
         try {
             request.prompt = chat_template_.apply(request.messages);
         } catch (const Error& e) {
-            ++requests_rejected_;
-            return reply_error(response, ApiError{400, e.what(), "invalid_request_error", "messages", "chat_template_error"});
+            return reject(response, ApiError{400, e.what(), "invalid_request_error", "messages", "chat_template_error"});
         }
     }
     const std::string judge(request.generation.judge->name());
     const Model* tokenizer = request.generation.logprobs ? &decoder_.target() : nullptr;
     auto channel = std::make_shared<RequestChannel>(std::move(request.prompt), std::move(request.generation));
     scheduler_.submit(channel);
-    if (const std::optional<ApiError> error = channel->wait_started()) {
-        ++requests_rejected_;
-        return reply_error(response, *error);
-    }
+    if (const std::optional<ApiError> error = channel->wait_started()) return reject(response, *error);
     const ResponseHead head{fmt::format("{}-{}", endpoint == Endpoint::ChatCompletions ? "chatcmpl" : "cmpl", next_id_++),
                             std::chrono::duration_cast<std::chrono::seconds>(
                                 std::chrono::system_clock::now().time_since_epoch()).count(),
@@ -287,7 +419,9 @@ void Server::handle_completion(Endpoint endpoint, const httplib::Request& http_r
     response.set_header("Cache-Control", "no-cache");
     response.set_chunked_content_provider(
         "text/event-stream",
-        [channel, head, judge, first = true, text_offset = size_t{0}](size_t, httplib::DataSink& sink) mutable {
+        // The provider holds `in_flight` until the response is sent: drain() waits for the stream's end.
+        [channel, head, judge, include_usage = request.include_usage, in_flight, first = true,
+         text_offset = size_t{0}](size_t, httplib::DataSink& sink) mutable {
             const Delta delta = channel->wait_delta();
             const GenerationResult result = delta.last ? channel->wait_result() : GenerationResult{};
             if (!delta.text.empty() || !delta.origins.empty() || delta.last) {
@@ -300,7 +434,7 @@ void Server::handle_completion(Endpoint endpoint, const httplib::Request& http_r
                 }
             }
             if (delta.last) {
-                const std::string done = "data: [DONE]\n\n";
+                const std::string done = (include_usage ? sse(usage_chunk_json(head, result)) : "") + "data: [DONE]\n\n";
                 if (!sink.write(done.data(), done.size())) return false;
                 sink.done();
             }

@@ -1,14 +1,19 @@
 // `klspec serve`: an OpenAI-compatible HTTP server (cpp-httplib) over one SpeculativeDecoder.
 // GET / (a page that shows each token's provenance), POST /v1/completions and /v1/chat/completions (JSON
-// or SSE streaming), GET /v1/models, /health and /metrics (Prometheus text). Every request may choose its own judge; requests share target batches
-// through the Scheduler.
+// or SSE streaming), GET /v1/models, /health and /metrics (Prometheus text), and llama-server's POST
+// /tokenize, /detokenize, GET /props and /slots. Every request may choose its own judge; requests share
+// target batches through the Scheduler.
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -31,6 +36,9 @@ struct ServerOptions {
     size_t max_body_bytes = 1 << 20;          // a larger request body is refused with 413
     std::string model_name;                   // the id /v1/models lists and responses carry
     std::string chat_template;                // ChatTemplate's choice: empty (the model's, else chatml), a name, a file
+    // Keys a request must bring as `Authorization: Bearer <key>` on every path but /health (401 otherwise);
+    // none: no key is asked for.
+    std::vector<std::string> api_keys;
 };
 
 class Server {
@@ -47,6 +55,12 @@ public:
     // Serves until stop() (from another thread or a signal handler's helper thread).
     void listen();
     void stop();
+    // A graceful shutdown's first half (stop() is the second): from now on every request but GET /health
+    // gets 503 with Retry-After, and /health answers {"status": "draining"} with 503. Waits up to `timeout`
+    // for the completion requests in flight (a stream until its last chunk is sent); then cancels those left
+    // (a stream ends with finish_reason "cancelled") and waits for their answers. Returns whether every
+    // request finished within the timeout.
+    bool drain(std::chrono::seconds timeout);
 
     // How /v1/chat/completions turns messages into a prompt.
     const ChatTemplate& chat_template() const { return chat_template_; }
@@ -54,8 +68,18 @@ public:
     std::string metrics_text() const;
 
 private:
+    class InFlight;
+    // Counts a completion request in flight until the returned guard is destroyed; null while draining.
+    std::shared_ptr<InFlight> admit();
+    bool draining() const { return draining_; }
     void add_routes();
+    // Answers with an error counted in /metrics' klspec:request_error_total.
+    void reject(httplib::Response& response, const ApiError& error);
+    // 503 server_shutting_down with Retry-After: a draining server takes no new work.
+    void reject_draining(httplib::Response& response);
     void handle_completion(Endpoint endpoint, const httplib::Request& request, httplib::Response& response);
+    nlohmann::json props_json() const;
+    nlohmann::json slots_json() const;
 
     SpeculativeDecoder& decoder_;
     RequestDefaults defaults_;
@@ -65,6 +89,11 @@ private:
     std::atomic<int64_t> next_id_ = 0;
     std::atomic<int64_t> requests_received_ = 0;
     std::atomic<int64_t> requests_rejected_ = 0;  // answered with an error before decoding
+    std::mutex drain_mutex_;
+    std::condition_variable in_flight_changed_;
+    std::atomic<bool> draining_ = false;  // set under drain_mutex_, so admit() never admits after it
+    std::atomic<int64_t> retry_after_s_ = 1;
+    int64_t in_flight_ = 0;  // under drain_mutex_
     std::unique_ptr<httplib::Server> http_;
 };
 

@@ -205,5 +205,77 @@ TEST(ServerRequest, ErrorJsonHasOpenAIsShape) {
     EXPECT_TRUE(error.at("code").is_null());
 }
 
+// As OpenAI: stream_options only with stream=true, an object whose include_usage is a boolean.
+TEST(ServerRequest, StreamOptionsNeedStreamAndABooleanIncludeUsage) {
+    EXPECT_TRUE(parse_ok(R"({"prompt": "x", "stream": true, "stream_options": {"include_usage": true}})").include_usage);
+    EXPECT_FALSE(parse_ok(R"({"prompt": "x", "stream": true, "stream_options": {}})").include_usage);
+    EXPECT_FALSE(parse_ok(R"({"prompt": "x", "stream": true})").include_usage);
+    EXPECT_FALSE(parse_ok(R"({"prompt": "x", "stream_options": null})").include_usage);
+    const std::pair<const char*, const char*> cases[] = {
+        {R"({"prompt": "x", "stream_options": {"include_usage": true}})", "stream_options"},
+        {R"({"prompt": "x", "stream": false, "stream_options": {"include_usage": true}})", "stream_options"},
+        {R"({"prompt": "x", "stream": true, "stream_options": true})", "stream_options"},
+        {R"({"prompt": "x", "stream": true, "stream_options": {"include_usage": "yes"}})", "stream_options.include_usage"},
+    };
+    for (const auto& [body, param] : cases) {
+        const ApiError error = parse_error(body);
+        EXPECT_EQ(error.status, 400) << body;
+        EXPECT_EQ(error.param, param) << body << ": " << error.message;
+    }
+}
+
+TEST(ServerRequest, TokenizeTakesContentAndTwoBooleans) {
+    auto parsed = parse_tokenize_request(R"({"content": "Once upon"})");
+    ASSERT_TRUE(std::holds_alternative<TokenizeRequest>(parsed));
+    EXPECT_EQ(std::get<TokenizeRequest>(parsed).content, "Once upon");
+    EXPECT_FALSE(std::get<TokenizeRequest>(parsed).add_special);
+    EXPECT_FALSE(std::get<TokenizeRequest>(parsed).with_pieces);
+    parsed = parse_tokenize_request(R"({"content": "", "add_special": true, "with_pieces": true})");
+    ASSERT_TRUE(std::holds_alternative<TokenizeRequest>(parsed));
+    EXPECT_TRUE(std::get<TokenizeRequest>(parsed).add_special);
+    EXPECT_TRUE(std::get<TokenizeRequest>(parsed).with_pieces);
+    const std::pair<const char*, const char*> cases[] = {
+        {R"({})", "content"},
+        {R"({"content": 5})", "content"},
+        {R"({"content": ["a"]})", "content"},
+        {R"({"content": "a", "add_special": 1})", "add_special"},
+        {R"({"content": "a", "with_pieces": "true"})", "with_pieces"},
+        {R"(["content"])", ""},
+        {R"({"content": )", ""},
+    };
+    for (const auto& [body, param] : cases) {
+        const auto error = parse_tokenize_request(body);
+        ASSERT_TRUE(std::holds_alternative<ApiError>(error)) << body;
+        EXPECT_EQ(std::get<ApiError>(error).status, 400) << body;
+        EXPECT_EQ(std::get<ApiError>(error).param, param) << body;
+    }
+}
+
+TEST(ServerRequest, DetokenizeTakesIdsOfTheVocabulary) {
+    const auto ids = parse_detokenize_request(R"({"tokens": [0, 5, 99]})", 100);
+    ASSERT_TRUE(std::holds_alternative<std::vector<int32_t>>(ids));
+    EXPECT_EQ(std::get<std::vector<int32_t>>(ids), (std::vector<int32_t>{0, 5, 99}));
+    EXPECT_TRUE(std::get<std::vector<int32_t>>(parse_detokenize_request(R"({"tokens": []})", 100)).empty());
+    for (const char* body : {R"({"tokens": [100]})", R"({"tokens": [-1]})", R"({"tokens": [1.5]})", R"({"tokens": ["7"]})",
+                             R"({"tokens": [18446744073709551615]})", R"({"tokens": [4294967296]})", R"({"tokens": 5})",
+                             R"({"tokens": null})", R"({})"}) {
+        const auto error = parse_detokenize_request(body, 100);
+        ASSERT_TRUE(std::holds_alternative<ApiError>(error)) << body;
+        EXPECT_EQ(std::get<ApiError>(error).status, 400) << body;
+        EXPECT_EQ(std::get<ApiError>(error).param, "tokens") << body;
+    }
+}
+
+TEST(ServerRequest, ApiKeyMustBeABearerTokenEqualToAKey) {
+    const std::vector<std::string> keys = {"sk-first", "sk-second-key"};
+    EXPECT_TRUE(api_key_authorized("Bearer sk-first", keys));
+    EXPECT_TRUE(api_key_authorized("Bearer sk-second-key", keys));
+    for (const char* header : {"", "Bearer ", "sk-first", "Bearer sk-firs", "Bearer sk-firstt", "Bearer sk-fIrst",
+                               "Bearer sk-first ", "bearer sk-first", "Basic sk-first", "Bearer  sk-first",
+                               "Bearer sk-second-kez", "Bearer sk-first\n"})
+        EXPECT_FALSE(api_key_authorized(header, keys)) << "'" << header << "'";
+    EXPECT_FALSE(api_key_authorized("Bearer sk-first", {}));
+}
+
 }  // namespace
 }  // namespace klspec::server

@@ -2,10 +2,13 @@
 // draft, spoken to with cpp-httplib's client.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <iterator>
 #include <memory>
@@ -35,14 +38,52 @@ constexpr int32_t kContext = 384;
 struct HttpReply {
     int status = 0;
     std::string body;
+    httplib::Headers headers;
     json parsed() const { return json::parse(body); }
 };
 
-// A Server on a free loopback port over `target_path` and stories260K's Q4_0 draft, listening on its own
-// thread until destroyed.
+HttpReply call(int port, const std::string& method, const std::string& path, const std::string& body = "",
+               const httplib::Headers& headers = {}) {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(30);
+    httplib::Result r = method == "GET" ? c.Get(path.c_str(), headers)
+                                        : c.Post(path.c_str(), headers, body, "application/json");
+    if (!r) return {-1, httplib::to_string(r.error()), {}};
+    return {r->status, r->body, r->headers};
+}
+
+// A streamed POST; `on_chunk` sees the body received so far after each chunk.
+HttpReply stream(int port, const std::string& path, const json& body,
+                 const std::function<void(const std::string&)>& on_chunk = {}, const httplib::Headers& headers = {}) {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(60);
+    httplib::Request request;
+    request.method = "POST";
+    request.path = path;
+    request.body = body.dump();
+    request.headers = headers;
+    request.set_header("Content-Type", "application/json");
+    std::string received;
+    request.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
+        received.append(data, size);
+        if (on_chunk) on_chunk(received);
+        return true;
+    };
+    httplib::Response response;
+    httplib::Error error = httplib::Error::Success;
+    if (!c.send(request, response, error)) return {-1, httplib::to_string(error), {}};
+    return {response.status, received, response.headers};
+}
+
+// A Server on a free loopback port over `target_path` and its draft (stories260K's Q4_0 by default),
+// listening on its own thread until destroyed.
 struct TestServer {
-    explicit TestServer(const std::string& target_path)
-        : target(target_path), draft(test::kDraftQ4), decoder(target, &draft, context()), server(decoder, defaults(), options()) {
+    explicit TestServer(const std::string& target_path, const std::string& draft_path = test::kDraftQ4,
+                        std::vector<std::string> api_keys = {})
+        : target(target_path),
+          draft(draft_path),
+          decoder(target, &draft, context()),
+          server(decoder, defaults(), options(std::move(api_keys))) {
         port = server.bind();
         listener = std::thread([this] { server.listen(); });
     }
@@ -63,8 +104,9 @@ struct TestServer {
         defaults.n_ctx = kContext;
         return defaults;
     }
-    static ServerOptions options() {
+    static ServerOptions options(std::vector<std::string> api_keys) {
         ServerOptions options;
+        options.api_keys = std::move(api_keys);
         options.port = 0;
         options.slots = kSlots;
         options.max_body_bytes = 16 * 1024;
@@ -95,17 +137,9 @@ protected:
         c.set_read_timeout(30);
         return c;
     }
-    static HttpReply post(const std::string& path, const std::string& body) {
-        httplib::Result r = client().Post(path.c_str(), body, "application/json");
-        if (!r) return {-1, httplib::to_string(r.error())};
-        return {r->status, r->body};
-    }
+    static HttpReply post(const std::string& path, const std::string& body) { return call(port(), "POST", path, body); }
     static HttpReply post(const std::string& path, const json& body) { return post(path, body.dump()); }
-    static HttpReply get(const std::string& path) {
-        httplib::Result r = client().Get(path.c_str());
-        if (!r) return {-1, httplib::to_string(r.error())};
-        return {r->status, r->body};
-    }
+    static HttpReply get(const std::string& path) { return call(port(), "GET", path); }
     // The value of a Prometheus sample line `name value`.
     static double metric(const std::string& name) {
         const std::string text = get("/metrics").body;
@@ -372,6 +406,12 @@ TEST_F(ServerTest, ErrorsGetTheirStatusAndTheServerKeepsServing) {
         {"POST", "/v1/completions", json{{"prompt", std::string(20000, 'a')}}.dump(), 413, ""},
         {"GET", "/v1/completions", "", 405, ""},
         {"POST", "/health", "{}", 405, ""},
+        {"GET", "/tokenize", "", 405, ""},
+        {"GET", "/detokenize", "", 405, ""},
+        {"POST", "/props", "{}", 405, ""},
+        {"POST", "/slots", "{}", 405, ""},
+        {"POST", "/tokenize", R"({"content": 1})", 400, "content"},
+        {"POST", "/detokenize", R"({"tokens": [1, "a"]})", 400, "tokens"},
         {"GET", "/v1/nothing", "", 404, ""},
         // autojudge needs a head file, which this server was not given.
         {"POST", "/v1/completions", R"({"prompt": "x", "judge": "autojudge", "judge_threshold": 0.5})", 400, "judge"},
@@ -422,6 +462,264 @@ TEST_F(ServerTest, ModelsHealthAndMetrics) {
               relaxed + out.at("speculative").at("relaxed").get<double>());
     EXPECT_GT(metric("klspec:spec_decode_mean_accepted_tokens"), 1.0);
     EXPECT_EQ(metric("klspec:num_slots"), kSlots);
+}
+
+// llama-server's /tokenize and /detokenize: the model's own tokens (BOS only when asked for), pieces that
+// add up to the text, and ids outside the vocabulary refused.
+TEST_F(ServerTest, TokenizeAndDetokenize) {
+    const std::string text = "Once upon a time, Lily<s>";
+    const std::vector<int32_t> expected = server_->target.tokenize(text, /*add_bos=*/false, /*parse_special=*/true);
+    const HttpReply plain = post("/tokenize", json{{"content", text}});
+    ASSERT_EQ(plain.status, 200) << plain.body;
+    EXPECT_EQ(plain.parsed().at("tokens").get<std::vector<int32_t>>(), expected);
+
+    const HttpReply special = post("/tokenize", json{{"content", text}, {"add_special", true}, {"with_pieces", true}});
+    ASSERT_EQ(special.status, 200) << special.body;
+    const json pieces = special.parsed().at("tokens");
+    ASSERT_EQ(pieces.size(), expected.size() + 1) << special.body;
+    EXPECT_EQ(pieces.at(0).at("id"), server_->target.tokenize("", true, true).at(0));  // BOS
+    std::vector<int32_t> ids;
+    std::string joined;
+    for (const json& piece : pieces) {
+        ids.push_back(piece.at("id"));
+        joined += piece.at("piece").get<std::string>();
+    }
+    EXPECT_EQ(std::vector<int32_t>(ids.begin() + 1, ids.end()), expected);
+    EXPECT_NE(joined.find("Once upon a time, Lily"), std::string::npos) << joined;
+
+    const HttpReply back = post("/detokenize", json{{"tokens", expected}});
+    ASSERT_EQ(back.status, 200) << back.body;
+    EXPECT_EQ(back.parsed().at("content"), joined);
+
+    const int32_t n_vocab = server_->target.n_vocab();
+    for (const json& tokens : {json::array({n_vocab}), json::array({-1}), json::array({1.5}), json("1 2")}) {
+        const HttpReply bad = post("/detokenize", json{{"tokens", tokens}});
+        EXPECT_EQ(bad.status, 400) << tokens;
+        EXPECT_EQ(json::parse(bad.body).at("error").at("param"), "tokens") << bad.body;
+    }
+    EXPECT_EQ(post("/detokenize", json{{"tokens", {n_vocab - 1}}}).status, 200);
+    EXPECT_EQ(post("/tokenize", json{{"text", text}}).status, 400);
+}
+
+TEST_F(ServerTest, PropsShowTheServersDefaults) {
+    const HttpReply reply = get("/props");
+    ASSERT_EQ(reply.status, 200) << reply.body;
+    const json props = reply.parsed();
+    EXPECT_EQ(props.at("model_alias"), "stories260K");
+    EXPECT_EQ(props.at("model_path"), test::kTargetModel);
+    EXPECT_EQ(props.at("total_slots"), kSlots);
+    const json& settings = props.at("default_generation_settings");
+    EXPECT_EQ(settings.at("n_ctx"), kContext);
+    const json& params = settings.at("params");
+    EXPECT_EQ(params.at("max_tokens"), 32);
+    EXPECT_EQ(params.at("draft_max"), GenerationOptions{}.draft_max);
+    EXPECT_EQ(params.at("draft_policy"), "fixed");
+    EXPECT_EQ(params.at("temperature"), 0.0);
+    EXPECT_EQ(params.at("judge"), "vanilla");
+    EXPECT_TRUE(params.at("judge_threshold").is_null());
+    EXPECT_EQ(params.at("stop"), json::array());
+}
+
+// GET /slots while a stream decodes in one slot: that slot is busy with the request's judge; afterwards
+// both are idle and the slot keeps the request's prompt length.
+TEST_F(ServerTest, SlotsShowWhatEachSlotDecodes) {
+    ASSERT_TRUE(wait_idle());
+    json during;
+    const json request = {{"prompt", "Once upon a time"}, {"max_tokens", kContext}, {"stream", true},
+                          {"temperature", 1.0}, {"seed", 3}, {"judge", "kl"}, {"judge_threshold", 0.5}};
+    const HttpReply streamed = stream(port(), "/v1/completions", request, [&](const std::string&) {
+        if (during.is_null()) during = get("/slots").parsed();
+    });
+    ASSERT_EQ(streamed.status, 200) << streamed.body;
+    ASSERT_EQ(during.size(), size_t(kSlots)) << during;
+    int busy = -1;
+    for (size_t s = 0; s < during.size(); ++s) {
+        EXPECT_EQ(during[s].at("id"), s);
+        EXPECT_EQ(during[s].at("n_cached_tokens"), 0);
+        if (during[s].at("is_processing")) busy = int(s);
+        EXPECT_EQ(during[s].at("judge"), during[s].at("is_processing") ? json("kl") : json(nullptr)) << during;
+    }
+    ASSERT_GE(busy, 0) << "no slot was processing during the stream: " << during;
+    const int64_t prompt_tokens = json::parse(sse_events(streamed.body).rbegin()[1]).at("usage").at("prompt_tokens");
+    EXPECT_EQ(during[busy].at("n_prompt_tokens"), prompt_tokens);
+
+    ASSERT_TRUE(wait_idle());
+    const json after = get("/slots").parsed();
+    for (const json& slot : after) EXPECT_FALSE(slot.at("is_processing")) << after;
+    EXPECT_EQ(after[busy].at("n_prompt_tokens"), prompt_tokens);
+}
+
+// stream_options.include_usage: OpenAI's extra last chunk (no choices, the usage) before [DONE]; without
+// it none, and the last choice chunk still carries the usage (klspec's own).
+TEST_F(ServerTest, StreamOptionsIncludeUsageAddsAUsageChunk) {
+    json request = {{"prompt", "Tom had a red ball"}, {"max_tokens", 24}, {"stream", true}};
+    for (const bool include_usage : {true, false}) {
+        request["stream_options"] = {{"include_usage", include_usage}};
+        const HttpReply reply = post("/v1/completions", request);
+        ASSERT_EQ(reply.status, 200) << reply.body;
+        const std::vector<std::string> events = sse_events(reply.body);
+        ASSERT_GE(events.size(), 3u) << reply.body;
+        EXPECT_EQ(events.back(), "[DONE]");
+        const size_t choice_chunks = events.size() - (include_usage ? 2 : 1);
+        for (size_t i = 0; i < choice_chunks; ++i)
+            EXPECT_EQ(json::parse(events[i]).at("choices").size(), 1u) << events[i];
+        const json last_choice = json::parse(events[choice_chunks - 1]);
+        EXPECT_FALSE(last_choice.at("choices").at(0).at("finish_reason").is_null());
+        if (!include_usage) continue;
+        const json usage_chunk = json::parse(events[choice_chunks]);
+        EXPECT_EQ(usage_chunk.at("choices"), json::array());
+        EXPECT_EQ(usage_chunk.at("usage"), last_choice.at("usage"));
+        EXPECT_EQ(usage_chunk.at("usage").at("completion_tokens"), 24);
+        EXPECT_EQ(usage_chunk.at("id"), last_choice.at("id"));
+        EXPECT_EQ(usage_chunk.at("object"), "text_completion");
+    }
+    request["stream"] = false;
+    const HttpReply refused = post("/v1/completions", request);
+    EXPECT_EQ(refused.status, 400) << refused.body;
+    EXPECT_EQ(json::parse(refused.body).at("error").at("param"), "stream_options");
+}
+
+// With --api-key: every path but /health needs `Authorization: Bearer <key>`; a missing or wrong key is a
+// 401 in OpenAI's shape, counted in klspec:request_error_total.
+TEST(ServerAuth, EveryPathButHealthNeedsAKey) {
+    TestServer server(test::kTargetModel, test::kDraftQ4, {"sk-alpha", "sk-beta-2"});
+    const httplib::Headers right = {{"Authorization", "Bearer sk-beta-2"}};
+    const auto errors = [&] {
+        const std::string text = call(server.port, "GET", "/metrics", "", right).body;
+        const std::string name = "\nklspec:request_error_total ";
+        return std::stod(text.substr(text.find(name) + name.size()));
+    };
+    const double errors_before = errors();
+    const std::vector<std::pair<std::string, std::string>> paths = {
+        {"GET", "/"}, {"GET", "/v1/models"}, {"GET", "/props"}, {"GET", "/slots"}, {"GET", "/metrics"},
+        {"POST", "/tokenize"}, {"POST", "/detokenize"}, {"POST", "/v1/completions"}, {"POST", "/v1/chat/completions"},
+        {"GET", "/no/such/path"}};
+    int refused = 0;
+    for (const auto& [method, path] : paths) {
+        for (const httplib::Headers& wrong : {httplib::Headers{}, httplib::Headers{{"Authorization", "Bearer sk-alphA"}},
+                                              httplib::Headers{{"Authorization", "sk-alpha"}},
+                                              httplib::Headers{{"Authorization", "Bearer sk-alpha-"}}}) {
+            const HttpReply reply = call(server.port, method, path, "{}", wrong);
+            ++refused;
+            EXPECT_EQ(reply.status, 401) << method << " " << path << ": " << reply.body;
+            const json error = json::parse(reply.body, nullptr, false);
+            ASSERT_TRUE(error.contains("error")) << reply.body;
+            EXPECT_EQ(error["error"]["message"], "Invalid API Key");
+            EXPECT_EQ(error["error"]["type"], "authentication_error");
+            EXPECT_EQ(error["error"]["code"], "invalid_api_key");
+        }
+    }
+    EXPECT_EQ(errors(), errors_before + refused);
+
+    EXPECT_EQ(call(server.port, "GET", "/health").status, 200);
+    EXPECT_EQ(call(server.port, "GET", "/v1/models", "", right).status, 200);
+    EXPECT_EQ(call(server.port, "GET", "/no/such/path", "", right).status, 404);
+    const HttpReply completion = call(server.port, "POST", "/v1/completions",
+                                      json{{"prompt", "Once upon a time"}, {"max_tokens", 4}}.dump(),
+                                      {{"Authorization", "Bearer sk-alpha"}});
+    EXPECT_EQ(completion.status, 200) << completion.body;
+}
+
+// GET /health until it answers other than 200 (a drain began), for 10 s at most.
+HttpReply health_once_not_ok(int port) {
+    HttpReply health;
+    for (int i = 0; i < 1000 && (health = call(port, "GET", "/health")).status == 200; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return health;
+}
+
+// The testbed pair, target-only: slow enough (a few ms a token) that a stream is still open while the test
+// starts a drain and sends more requests.
+struct DrainTest : ::testing::Test {
+    TestServer server{test::kDefaultTarget, test::kDefaultDraft};
+    const json request = {{"prompt", "Q: Ella has 38 big cookies and 50 small cookies. She sells 46. She gives 3 away. "
+                                     "How many cookies does Ella have?\nA:"},
+                          {"max_tokens", 200}, {"draft_policy", "off"}};
+    json streamed_request() const {
+        json streamed = request;
+        streamed["stream"] = true;
+        return streamed;
+    }
+    // Streams the request on its own thread; `first_chunk` is set once the first chunk arrived.
+    std::future<HttpReply> open_stream(std::promise<void>& first_chunk, std::atomic<bool>& ended) {
+        return std::async(std::launch::async, [&, port = server.port, body = streamed_request()] {
+            bool first = true;
+            HttpReply reply = stream(port, "/v1/completions", body, [&](const std::string& received) {
+                if (std::exchange(first, false)) first_chunk.set_value();
+                if (received.find("data: [DONE]") != std::string::npos) ended = true;
+            });
+            return reply;
+        });
+    }
+    static std::string text(const HttpReply& streamed) {
+        std::string out;
+        for (const std::string& event : sse_events(streamed.body))
+            if (event != "[DONE]") out += json::parse(event).at("choices").at(0).at("text").get<std::string>();
+        return out;
+    }
+    static std::string last_finish_reason(const HttpReply& streamed) {
+        const std::vector<std::string> events = sse_events(streamed.body);
+        return events.size() < 2 ? "" : json::parse(events.rbegin()[1]).at("choices").at(0).at("finish_reason");
+    }
+};
+
+// While a drain waits for an open stream: new requests (and every endpoint but /health, which says
+// "draining") get 503 with Retry-After; the stream still ends whole, and then the drain returns.
+TEST_F(DrainTest, OpenStreamFinishesWhileNewRequestsGet503) {
+    const HttpReply whole = call(server.port, "POST", "/v1/completions", request.dump());
+    ASSERT_EQ(whole.status, 200) << whole.body;
+    const std::string expected = whole.parsed().at("choices").at(0).at("text");
+    ASSERT_GT(whole.parsed().at("usage").at("completion_tokens").get<int>(), 30) << whole.body;
+
+    std::promise<void> first_chunk;
+    std::atomic<bool> ended = false;
+    std::future<HttpReply> open = open_stream(first_chunk, ended);
+    first_chunk.get_future().wait();
+    std::future<bool> drained = std::async(std::launch::async, [&] { return server.server.drain(std::chrono::seconds(30)); });
+    const HttpReply health = health_once_not_ok(server.port);
+    EXPECT_EQ(health.status, 503);
+    EXPECT_EQ(health.parsed().at("status"), "draining");
+    for (const auto& [method, path] : {std::pair{"POST", "/v1/completions"}, {"POST", "/v1/chat/completions"},
+                                       {"GET", "/v1/models"}, {"POST", "/tokenize"}, {"GET", "/metrics"}}) {
+        const HttpReply refused = call(server.port, method, path, request.dump());
+        EXPECT_EQ(refused.status, 503) << path << ": " << refused.body;
+        const auto retry_after = refused.headers.find("Retry-After");
+        ASSERT_NE(retry_after, refused.headers.end()) << path;
+        EXPECT_EQ(retry_after->second, "30") << path;
+        const json error = json::parse(refused.body, nullptr, false);
+        EXPECT_EQ(error["error"]["type"], "server_error") << refused.body;
+        EXPECT_EQ(error["error"]["code"], "server_shutting_down") << refused.body;
+    }
+    ASSERT_FALSE(ended) << "the stream ended before the drain's checks: they proved nothing";
+    EXPECT_EQ(drained.wait_for(std::chrono::seconds(0)), std::future_status::timeout)
+        << "the drain returned while a stream was open";
+
+    const HttpReply streamed = open.get();
+    ASSERT_EQ(streamed.status, 200) << streamed.body;
+    EXPECT_EQ(sse_events(streamed.body).back(), "[DONE]");
+    EXPECT_EQ(text(streamed), expected);
+    EXPECT_TRUE(drained.get());
+}
+
+// A drain whose timeout passes (0: at once) cancels what is left: the open stream ends with finish_reason
+// "cancelled" and [DONE], its text a prefix of the whole answer, and the drain says it did not finish in time.
+TEST_F(DrainTest, TimeoutCancelsOpenStreams) {
+    const HttpReply whole = call(server.port, "POST", "/v1/completions", request.dump());
+    ASSERT_EQ(whole.status, 200) << whole.body;
+    const std::string expected = whole.parsed().at("choices").at(0).at("text");
+
+    std::promise<void> first_chunk;
+    std::atomic<bool> ended = false;
+    std::future<HttpReply> open = open_stream(first_chunk, ended);
+    first_chunk.get_future().wait();
+    ASSERT_FALSE(ended);
+    EXPECT_FALSE(server.server.drain(std::chrono::seconds(0)));
+    const HttpReply streamed = open.get();
+    ASSERT_EQ(streamed.status, 200) << streamed.body;
+    EXPECT_EQ(sse_events(streamed.body).back(), "[DONE]");
+    EXPECT_EQ(last_finish_reason(streamed), "cancelled");
+    EXPECT_LT(text(streamed).size(), expected.size());
+    EXPECT_EQ(expected.rfind(text(streamed), 0), 0u) << text(streamed);
 }
 
 size_t count(const std::string& text, const std::string& what) {
@@ -611,46 +909,128 @@ TEST_F(ChatServerTest, OfficialOpenAiNodeClient) {
     EXPECT_EQ(got.at("models"), json::array({"stories260K"}));
 }
 
+// `klspec serve ARGS` spawned with its stdout on a pipe, read until it says where it listens.
+struct ServeProcess {
+    pid_t pid = 0;
+    int port = -1;  // -1: it did not start
+    std::string listening;  // its first line
+    FILE* output = nullptr;
+
+    explicit ServeProcess(std::vector<std::string> args) {
+        int out[2];
+        if (pipe(out) != 0) return;
+        posix_spawn_file_actions_t actions;
+        posix_spawn_file_actions_init(&actions);
+        posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+        posix_spawn_file_actions_addclose(&actions, out[0]);
+        args.insert(args.begin(), {test::kCli, "serve", "--port", "0", "-t", "1"});
+        std::vector<char*> argv;
+        for (std::string& arg : args) argv.push_back(arg.data());
+        argv.push_back(nullptr);
+        const int spawned = posix_spawn(&pid, test::kCli.c_str(), &actions, nullptr, argv.data(), environ);
+        posix_spawn_file_actions_destroy(&actions);
+        close(out[1]);
+        output = fdopen(out[0], "r");
+        char line[512] = {};
+        if (spawned != 0 || fgets(line, sizeof line, output) == nullptr) return;
+        listening = line;
+        const std::string marker = "http://127.0.0.1:";
+        if (listening.find(marker) != std::string::npos)
+            port = std::stoi(listening.substr(listening.find(marker) + marker.size()));
+    }
+    ~ServeProcess() {
+        if (pid > 0 && waitpid(pid, nullptr, WNOHANG) == 0) kill(pid, SIGKILL), waitpid(pid, nullptr, 0);
+        if (output) fclose(output);
+    }
+    // Its exit status, or -1 when a signal killed it.
+    int wait_exit_status() {
+        int status = 0;
+        const pid_t waited = waitpid(pid, &status, 0);
+        pid = 0;
+        return waited > 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    }
+};
+
 // The CLI: `klspec serve` prints its address, answers, and exits 0 on SIGTERM.
 TEST(ServeCommand, ListensAnswersAndStopsOnSigterm) {
-    int out[2];
-    ASSERT_EQ(pipe(out), 0);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-    posix_spawn_file_actions_addclose(&actions, out[0]);
-    std::vector<std::string> args = {test::kCli, "serve", "-m", test::kTargetModel, "-md", test::kDraftQ4, "--port",
-                                     "0", "-t", "1", "-c", "256", "-np", "2", "--judge", "kl", "--judge-threshold", "0.5"};
-    std::vector<char*> argv;
-    for (std::string& arg : args) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    pid_t pid = 0;
-    ASSERT_EQ(posix_spawn(&pid, test::kCli.c_str(), &actions, nullptr, argv.data(), environ), 0);
-    posix_spawn_file_actions_destroy(&actions);
-    close(out[1]);
-    FILE* output = fdopen(out[0], "r");
-    char line[512] = {};
-    ASSERT_NE(fgets(line, sizeof line, output), nullptr);
-    const std::string listening = line;
-    const std::string marker = "http://127.0.0.1:";
-    ASSERT_NE(listening.find(marker), std::string::npos) << listening;
-    EXPECT_NE(listening.find("judge kl"), std::string::npos) << listening;
-    const int port = std::stoi(listening.substr(listening.find(marker) + marker.size()));
+    ServeProcess serve({"-m", test::kTargetModel, "-md", test::kDraftQ4, "-c", "256", "-np", "2", "--judge", "kl",
+                        "--judge-threshold", "0.5"});
+    ASSERT_GT(serve.port, 0) << serve.listening;
+    EXPECT_NE(serve.listening.find("judge kl"), std::string::npos) << serve.listening;
 
-    httplib::Client c("127.0.0.1", port);
-    c.set_read_timeout(30);
-    const httplib::Result reply = c.Post("/v1/completions", R"({"prompt": "Once upon a time", "max_tokens": 16})",
-                                         "application/json");
-    ASSERT_TRUE(reply);
-    EXPECT_EQ(reply->status, 200) << reply->body;
-    EXPECT_EQ(json::parse(reply->body).at("speculative").at("judge"), "kl");  // the server's default rule
+    const HttpReply reply = call(serve.port, "POST", "/v1/completions", R"({"prompt": "Once upon a time", "max_tokens": 16})");
+    EXPECT_EQ(reply.status, 200) << reply.body;
+    EXPECT_EQ(json::parse(reply.body).at("speculative").at("judge"), "kl");  // the server's default rule
 
-    kill(pid, SIGTERM);
-    int status = 0;
-    ASSERT_EQ(waitpid(pid, &status, 0), pid);
-    EXPECT_TRUE(WIFEXITED(status)) << "killed by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-    EXPECT_EQ(WEXITSTATUS(status), 0);
-    fclose(output);
+    kill(serve.pid, SIGTERM);
+    EXPECT_EQ(serve.wait_exit_status(), 0);
+}
+
+// Keys from --api-key-file (blank lines and a CRLF end skipped) and --api-key; SIGTERM while a stream is open
+// (the testbed pair, target-only: a few ms a token): new requests get 503, the stream still ends whole, and
+// the process exits 0.
+TEST(ServeCommand, SigtermLetsAnOpenStreamEndThenExitsZero) {
+    const std::string keys = test::temp_path("serve-keys.txt");
+    std::ofstream(keys) << "\nsk-file-one\n\n  sk-file-two \r\n";
+    ServeProcess serve({"-m", test::kDefaultTarget, "-md", test::kDefaultDraft, "-c", "512", "-np", "2",
+                        "--api-key-file", keys, "--api-key", "sk-flag", "--drain-timeout", "20"});
+    ASSERT_GT(serve.port, 0) << serve.listening;
+    const json request = {{"prompt", "Q: Ella has 38 big cookies and 50 small cookies. She sells 46. She gives 3 away. "
+                                     "How many cookies does Ella have?\nA:"},
+                          {"max_tokens", 200}, {"draft_policy", "off"}};
+    EXPECT_EQ(call(serve.port, "POST", "/v1/completions", request.dump()).status, 401);
+    for (const char* key : {"sk-file-one", "sk-flag"})
+        EXPECT_EQ(call(serve.port, "GET", "/v1/models", "", {{"Authorization", std::string("Bearer ") + key}}).status, 200)
+            << key;
+    const httplib::Headers auth = {{"Authorization", "Bearer sk-file-two"}};
+    const HttpReply whole = call(serve.port, "POST", "/v1/completions", request.dump(), auth);
+    ASSERT_EQ(whole.status, 200) << whole.body;
+
+    json streamed_request = request;
+    streamed_request["stream"] = true;
+    std::atomic<bool> ended = false;
+    std::future<HttpReply> open = std::async(std::launch::async, [&] {
+        bool first = true;
+        return stream(serve.port, "/v1/completions", streamed_request, [&](const std::string& received) {
+            if (std::exchange(first, false)) kill(serve.pid, SIGTERM);
+            if (received.find("data: [DONE]") != std::string::npos) ended = true;
+        }, auth);
+    });
+    const HttpReply health = health_once_not_ok(serve.port);  // the stop watcher looks every 100 ms
+    EXPECT_EQ(health.status, 503) << health.body;
+    const HttpReply refused = call(serve.port, "POST", "/v1/completions", request.dump(), auth);
+    EXPECT_EQ(refused.status, 503) << refused.body;
+    EXPECT_FALSE(ended) << "the stream ended before the drain began: the test proved nothing";
+
+    const HttpReply streamed = open.get();
+    ASSERT_EQ(streamed.status, 200) << streamed.body;
+    const std::vector<std::string> events = sse_events(streamed.body);
+    ASSERT_FALSE(events.empty());
+    EXPECT_EQ(events.back(), "[DONE]");
+    std::string text;
+    for (size_t i = 0; i + 1 < events.size(); ++i) text += json::parse(events[i]).at("choices").at(0).at("text").get<std::string>();
+    EXPECT_EQ(text, whole.parsed().at("choices").at(0).at("text"));
+    EXPECT_EQ(serve.wait_exit_status(), 0);
+}
+
+// A key file that cannot be read or holds no key, or an empty --api-key, stops serve before it loads a
+// model (the "model" here is a text file: loading it would fail with another reason): one line on stderr,
+// exit 1.
+TEST(ServeCommand, BadApiKeysAreAOneLineError) {
+    const std::string blank = test::temp_path("blank-keys.txt");
+    std::ofstream(blank) << "\n  \n\r\n";
+    const std::pair<std::string, std::string> cases[] = {
+        {"--api-key-file " + test::temp_path("no-such-file"), "cannot read it"},
+        {"--api-key-file " + blank, "holds no key"},
+        {"--api-key ''", "an API key cannot be empty"},
+    };
+    for (const auto& [flags, reason] : cases) {
+        const test::CommandResult result = test::run_command(test::kCli + " serve -m " + blank + " " + flags);
+        EXPECT_EQ(result.exit_code, 1) << flags << ": " << result.errors;
+        EXPECT_NE(result.errors.find(reason), std::string::npos) << flags << ": " << result.errors;
+        EXPECT_EQ(std::count(result.errors.begin(), result.errors.end(), '\n'), 1) << result.errors;
+        EXPECT_EQ(result.output, "") << flags;
+    }
 }
 
 }  // namespace
