@@ -535,8 +535,10 @@ TEST_F(ServerTest, SlotsShowWhatEachSlotDecodes) {
     int busy = -1;
     for (size_t s = 0; s < during.size(); ++s) {
         EXPECT_EQ(during[s].at("id"), s);
-        EXPECT_EQ(during[s].at("n_cached_tokens"), 0);
-        if (during[s].at("is_processing")) busy = int(s);
+        if (during[s].at("is_processing")) {
+            busy = int(s);
+            EXPECT_EQ(during[s].at("n_cached_tokens"), 0) << "the test server's requests do not cache";
+        }
         EXPECT_EQ(during[s].at("judge"), during[s].at("is_processing") ? json("kl") : json(nullptr)) << during;
     }
     ASSERT_GE(busy, 0) << "no slot was processing during the stream: " << during;
@@ -547,6 +549,33 @@ TEST_F(ServerTest, SlotsShowWhatEachSlotDecodes) {
     const json after = get("/slots").parsed();
     for (const json& slot : after) EXPECT_FALSE(slot.at("is_processing")) << after;
     EXPECT_EQ(after[busy].at("n_prompt_tokens"), prompt_tokens);
+}
+
+// Prompt caching: a request whose prompt extends a finished one's starts in that request's slot (the longest
+// shared prefix), reuses its cells, says so in usage, and answers as an uncached request does.
+TEST_F(ServerTest, PromptCacheReusesTheLongestSharedPrefix) {
+    ASSERT_TRUE(wait_idle());
+    const auto completion = [&](const std::string& prompt, bool cache) {
+        const HttpReply reply = post("/v1/completions", json{{"prompt", prompt}, {"max_tokens", 24}, {"cache_prompt", cache}});
+        EXPECT_EQ(reply.status, 200) << reply.body;
+        return reply.parsed();
+    };
+    const std::string first = "Tom and his dog went to the park.";
+    const json turn1 = completion(first, true);
+    const std::string second = first + turn1.at("choices").at(0).at("text").get<std::string>() + " Then";
+    const json cached = completion(second, true);
+    const json uncached = completion(second, false);
+    EXPECT_EQ(cached.at("choices").at(0).at("text"), uncached.at("choices").at(0).at("text"));
+    const int64_t turn1_prompt = turn1.at("usage").at("prompt_tokens");
+    const int64_t reused = cached.at("usage").at("prompt_tokens_details").at("cached_tokens");
+    EXPECT_GE(reused, turn1_prompt - 1);
+    EXPECT_LT(reused, cached.at("usage").at("prompt_tokens").get<int64_t>());
+    EXPECT_EQ(uncached.at("usage").at("prompt_tokens_details").at("cached_tokens"), 0);
+    // The uncached request took the other slot, sparing the cached one's cells.
+    ASSERT_TRUE(wait_idle());
+    int64_t kept = 0;
+    for (const json& slot : get("/slots").parsed()) kept = std::max<int64_t>(kept, slot.at("n_cached_tokens"));
+    EXPECT_GE(kept, cached.at("usage").at("prompt_tokens").get<int64_t>() - 1);
 }
 
 // stream_options.include_usage: OpenAI's extra last chunk (no choices, the usage) before [DONE]; without
