@@ -1,9 +1,14 @@
 """What the benchmark scripts share: where things are, the prompts, and running klspec."""
 import json
 import re
+import shlex
 import socket
 import subprocess
 import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -11,6 +16,8 @@ DEFAULT_KLSPEC = ROOT / "build" / "klspec"
 DEFAULT_TARGET = ROOT / "tests/data/stories260K.gguf"
 DEFAULT_DRAFT_Q8 = ROOT / "build/models/stories260K-q8_0.gguf"
 DEFAULT_DRAFT_Q4 = ROOT / "build/models/stories260K-q4_0.gguf"
+TESTBED_TARGET = ROOT / "models/testbed-target.gguf"  # the default pair of klspec's commands
+TESTBED_DRAFT = ROOT / "models/testbed-draft.gguf"
 
 STORY_PROMPTS = [
     "Once upon a time",
@@ -27,6 +34,81 @@ def free_port():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def cpu_header():
+    """The CPU as lscpu names it: Markdown list lines of the model name, CPU counts, cache sizes and SIMD."""
+    out = run(["lscpu"]).stdout
+    keep = ("Model name", "CPU(s)", "Thread(s) per core", "L1d cache", "L2 cache", "L3 cache", "Flags")
+    lines = []
+    for line in out.splitlines():
+        key = line.split(":")[0].strip()
+        if key in keep and key != "Flags":
+            lines.append(f"- {key}: {line.split(':', 1)[1].strip()}")
+        if key == "Flags":
+            flags = set(line.split(":", 1)[1].split())
+            simd = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_tile") if f in flags]
+            lines.append(f"- SIMD: {', '.join(simd)}")
+    return lines
+
+
+# llama-server's flags in llama.cpp de3ff815: -md loads the draft but only --spec-type draft-simple makes it
+# speculate (without it the server decodes target-only), --spec-draft-n-max its gamma (the old --draft-max is
+# removed), -td the draft's threads, -np the slots; its -c is the whole context, split among the slots (klspec
+# serve's -c is per slot). Greedy requests (temperature 0) make its speculation lossless like klspec's vanilla judge.
+def llama_server_args(target=TESTBED_TARGET, draft=TESTBED_DRAFT, parallel=1, ctx_per_slot=2048, threads=1,
+                      gamma=16, extra=""):
+    """llama-server's command-line flags (a string) for speculative decoding of the pair, as klspec serve does."""
+    args = (f"-m {shlex.quote(str(target))} -md {shlex.quote(str(draft))} --spec-type draft-simple "
+            f"--spec-draft-n-max {gamma} -np {parallel} -c {ctx_per_slot * parallel} -t {threads} -td {threads} "
+            "--no-webui")
+    return f"{args} {extra}".strip()
+
+
+class Server:
+    """A server (klspec serve, llama-server: any that takes --host and --port and answers GET /health) on a free
+    loopback port, for as long as the `with` block runs. `command` is its binary and flags, less those two."""
+
+    def __init__(self, command, name=None, timeout=120):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.name = name or Path(str(command[0])).name
+        self.timeout = timeout
+        self.command = [str(c) for c in command] + ["--host", "127.0.0.1", "--port", str(self.port)]
+
+    def log_tail(self, lines=3):
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read().strip().splitlines()[-lines:]
+
+    def __enter__(self):
+        # Its log goes to a file: an undrained pipe fills within a minute of speculative requests (llama-server
+        # logs each one's timings) and then blocks the server mid-stream.
+        self.log = tempfile.TemporaryFile("w+")
+        self.process = subprocess.Popen(self.command, stdout=subprocess.DEVNULL, stderr=self.log, text=True)
+        deadline = time.time() + self.timeout
+        while time.time() < deadline:
+            if self.process.poll() is not None:
+                sys.exit(f"bench: {self.name} exited ({self.process.returncode}): {self.log_tail()}")
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=2) as health:
+                    if health.status == 200:
+                        return self
+            except (OSError, urllib.error.URLError):
+                pass
+            time.sleep(0.2)
+        self.process.kill()
+        self.process.wait()
+        sys.exit(f"bench: {self.name} did not become healthy within {self.timeout} s")
+
+    def __exit__(self, *_):
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.log.close()
 
 
 def run(cmd, env=None):

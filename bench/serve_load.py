@@ -20,6 +20,9 @@ printed side by side; its answers are checked for completeness only (a different
 
   bench/serve_load.py --llama-server ~/.cache/klspec/llama.cpp-*/install/bin/llama-server
 
+With --api-key KEY (a server started with --api-key KEY), every request carries `Authorization: Bearer KEY`,
+and the llama-server the script starts gets --api-key KEY too.
+
 With --engine (`klspec bench` with the server's models and options), the engine's own throughput on the same
 prompts, without HTTP, at -np 1 and -np C: what the server's figures should be near.
 Standard library only. Token counts are the server's own (usage in the final chunk)."""
@@ -27,18 +30,15 @@ import argparse
 import concurrent.futures
 import http.client
 import json
-import os
 import shlex
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 
-from bench_common import free_port
+from bench_common import Server, llama_server_args
 
 PROMPTS = [  # the stories260K openings of tests/engine/test_support.cpp, and GSM8K-style questions
     "Once upon a time",
@@ -52,13 +52,21 @@ PROMPTS = [  # the stories260K openings of tests/engine/test_support.cpp, and GS
 ]
 
 
-def one_request(url, body):
+def request_headers(api_key=None):
+    """A JSON POST's headers, with `Authorization: Bearer KEY` when the server wants a key."""
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return headers
+
+
+def one_request(url, body, api_key=None):
     """Streams one completion; returns (seconds, seconds to the first chunk, completion tokens, text, drafted
     tokens as llama-server's timings report them, or None)."""
     parts = urllib.parse.urlsplit(url)
     connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=300)
     start = time.perf_counter()
-    connection.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
+    connection.request("POST", "/v1/completions", json.dumps(body), request_headers(api_key))
     response = connection.getresponse()
     if response.status != 200:
         raise RuntimeError(f"HTTP {response.status}: {response.read().decode(errors='replace')}")
@@ -86,14 +94,10 @@ def one_request(url, body):
     return time.perf_counter() - start, first_chunk, tokens, text, drafted
 
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# llama-server's flags in llama.cpp de3ff815: -md loads the draft but only --spec-type draft-simple makes it
-# speculate (without it the server decodes target-only, as the first comparison here did by mistake; the run
-# now fails when llama-server reports no drafted tokens), --spec-draft-n-max its gamma (the old --draft-max
-# is removed), -td the draft's threads, -np the slots (-c is split among them: 512 each, covering the pair's
-# trained context of 448). Greedy requests (temperature 0) make its speculation lossless like klspec's vanilla judge.
-LLAMA_SERVER_ARGS = (f"-m {REPO}/models/testbed-target.gguf -md {REPO}/models/testbed-draft.gguf "
-                     "--spec-type draft-simple --spec-draft-n-max 16 -np 8 -c 4096 -t 1 -td 1 --no-webui")
+# The default pair, 8 slots of 512 tokens (covering the pair's trained context of 448), one thread each. Without
+# --spec-type draft-simple llama-server decodes target-only, as the first comparison here did by mistake; the
+# run now fails when llama-server reports no drafted tokens.
+LLAMA_SERVER_ARGS = llama_server_args(parallel=8, ctx_per_slot=512, threads=1)
 
 
 def without_draft(server_args):
@@ -110,42 +114,11 @@ def without_draft(server_args):
     return shlex.join(kept)
 
 
-class LlamaServer:
+class LlamaServer(Server):
     """llama.cpp's llama-server on a free loopback port, for as long as the `with` block runs."""
 
-    def __init__(self, binary, args):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.command = [binary] + shlex.split(args) + ["--host", "127.0.0.1", "--port", str(self.port)]
-
-    def __enter__(self):
-        # Its log goes to a file: an undrained pipe fills within a minute of speculative requests (each logs
-        # its timings) and then blocks the server mid-stream.
-        self.log = tempfile.TemporaryFile("w+")
-        self.process = subprocess.Popen(self.command, stdout=subprocess.DEVNULL, stderr=self.log, text=True)
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            if self.process.poll() is not None:
-                self.log.seek(0)
-                sys.exit(f"serve_load: llama-server exited: {self.log.read().strip().splitlines()[-3:]}")
-            try:
-                with urllib.request.urlopen(self.url + "/health", timeout=2) as health:
-                    if health.status == 200:
-                        return self
-            except (OSError, urllib.error.URLError):
-                pass
-            time.sleep(0.5)
-        self.process.kill()
-        sys.exit("serve_load: llama-server did not become healthy within 120 s")
-
-    def __exit__(self, *_):
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        self.log.close()
+    def __init__(self, binary, args, api_key=None):
+        super().__init__([binary] + shlex.split(args) + (["--api-key", api_key] if api_key else []), "llama-server")
 
 
 def percentile(values, q):
@@ -188,7 +161,7 @@ class Load:
     def send(self, i):
         body = self.body(i)
         try:
-            seconds, first_chunk, tokens, text, drafted = one_request(self.url, body)
+            seconds, first_chunk, tokens, text, drafted = one_request(self.url, body, self.args.api_key)
         except (OSError, RuntimeError, ValueError) as error:
             self.failures.append(f"{body['prompt']!r}: {error}")
             return
@@ -231,7 +204,7 @@ def single_request_speed(args, expected_run):
     prompt = PROMPTS[0]
     server, cli = [], []
     for _ in range(5):
-        seconds, _, tokens, _, _ = one_request(args.url, Load(args, None).body(0))
+        seconds, _, tokens, _, _ = one_request(args.url, Load(args, None).body(0), args.api_key)
         server.append(tokens / seconds)
         stats = expected_run(prompt)["stats"]
         cli.append(stats["emitted"] / (stats["seconds"]["prompt"] + stats["seconds"]["decode"]))
@@ -289,6 +262,8 @@ def main():
     parser.add_argument("--engine", default=None,
                         help="`klspec bench` with the server's models and options, e.g. \"build/klspec bench -t 1\": "
                              "the engine's own tokens/s on the same prompts at -np 1 and -np C, for comparison")
+    parser.add_argument("--api-key", default=None,
+                        help="send `Authorization: Bearer KEY` with every request (and start llama-server with --api-key KEY)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
     if args.duration is not None and not args.cli:
@@ -306,7 +281,7 @@ def main():
         summary["speedup_vs_one_client"] = summary["load"]["tokens_per_second"] / summary["one_client"]["tokens_per_second"]
         summary["single_request"] = single_request_speed(args, expected_run)
     if args.llama_server:
-        with LlamaServer(args.llama_server, args.llama_server_args) as server:
+        with LlamaServer(args.llama_server, args.llama_server_args, args.api_key) as server:
             reference = Load(args, None, server.url)
             summary["llama_server"] = reference.run(args.concurrency, args.duration)
             summary["llama_server"]["command"] = shlex.join(server.command)
@@ -318,7 +293,7 @@ def main():
         if "-md" in shlex.split(args.llama_server_args) and summary["llama_server"]["drafted"] == 0:
             failures.append("llama-server drafted no tokens: it decoded target-only (is --spec-type draft-simple set?)")
     if args.llama_server and args.llama_server_target_only:
-        with LlamaServer(args.llama_server, without_draft(args.llama_server_args)) as server:
+        with LlamaServer(args.llama_server, without_draft(args.llama_server_args), args.api_key) as server:
             for key, clients in (("llama_server_target_only", args.concurrency), ("llama_server_target_only_one_client", 1)):
                 if clients == 1 and args.duration is None:
                     continue

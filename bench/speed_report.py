@@ -30,7 +30,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 import llama_bench_lib as lb  # noqa: E402
-from bench_common import klspec_generate as generate_json, llama_speculative_simple, run  # noqa: E402
+from bench_common import cpu_header, klspec_generate as generate_json, llama_speculative_simple, run  # noqa: E402
 
 KLSPEC = ROOT / "build" / "klspec"
 DRAFT = ROOT / "models" / "testbed-draft.gguf"
@@ -63,21 +63,6 @@ class Store:
         tmp.write_text(json.dumps(value))
         tmp.replace(path)
         return value
-
-
-def cpu_header():
-    out = run(["lscpu"]).stdout
-    keep = ("Model name", "CPU(s)", "Thread(s) per core", "L1d cache", "L2 cache", "L3 cache", "Flags")
-    lines = []
-    for line in out.splitlines():
-        key = line.split(":")[0].strip()
-        if key in keep and key != "Flags":
-            lines.append(f"- {key}: {line.split(':', 1)[1].strip()}")
-        if key == "Flags":
-            flags = set(line.split(":", 1)[1].split())
-            simd = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_tile") if f in flags]
-            lines.append(f"- SIMD: {', '.join(simd)}")
-    return lines
 
 
 def llama_curve(binary, lib_path, model, threads, reps):

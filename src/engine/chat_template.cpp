@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <exception>
 #include <filesystem>
+#include <mutex>
 #include <fstream>
 #include <sstream>
 
@@ -10,6 +11,7 @@
 #include <llama.h>
 
 #include "chat.h"  // llama.cpp's common library (include/llama-common)
+#include "log.h"
 #include "core/error.h"
 
 namespace klspec {
@@ -35,6 +37,13 @@ std::string read_template_file(const std::string& path) {
     return text.str();
 }
 
+// common's own log would print a failing template's error over several lines beside the exception that
+// carries it; klspec reports the exception, in one line.
+void silence_common_log() {
+    static std::once_flag once;
+    std::call_once(once, [] { common_log_set_verbosity_thold(LOG_LEVEL_OUTPUT); });
+}
+
 // Jinja errors quote the template over several lines; klspec's errors are one line.
 std::string one_line(std::string text) {
     std::replace(text.begin(), text.end(), '\n', ' ');
@@ -50,6 +59,7 @@ struct ChatTemplate::Templates {
 std::string builtin_chat_template_names() { return fmt::format("{}", fmt::join(builtin_names(), ", ")); }
 
 ChatTemplate::ChatTemplate(const Model& model, const std::string& choice) : templates_(std::make_unique<Templates>()) {
+    silence_common_log();
     // common_chat_templates_init falls back to chatml itself when the model has none and no override is
     // given; an explicit "chatml" takes the same Jinja text, so chatml renders one way whoever asks.
     std::string override_source;

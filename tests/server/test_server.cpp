@@ -1062,5 +1062,24 @@ TEST(ServeCommand, BadApiKeysAreAOneLineError) {
     }
 }
 
+// A chat template that cannot serve stops `klspec serve` before it listens: one line, exit 1.
+TEST(ServeCommand, BadChatTemplatesAreAOneLineError) {
+    const std::string broken = test::temp_path("broken.jinja");
+    std::ofstream(broken) << "{% for m in messages %}{{ m.content }";
+    const std::pair<std::string, std::string> cases[] = {
+        {"--chat-template " + broken, "chat template (file " + broken + "): "},
+        {"--chat-template no-such-template", "neither a file nor a built-in template"},
+        {"--chat-template-file " + test::temp_path("no-such.jinja"), "--chat-template-file"},
+    };
+    for (const auto& [flags, reason] : cases) {
+        const test::CommandResult result = test::run_command(test::kCli + " serve -m " + test::kTargetModel + " -md " +
+                                                             test::kDraftQ4 + " --port 0 -t 1 " + flags);
+        EXPECT_EQ(result.exit_code, 1) << flags << ": " << result.errors;
+        EXPECT_NE(result.errors.find(reason), std::string::npos) << flags << ": " << result.errors;
+        EXPECT_EQ(std::count(result.errors.begin(), result.errors.end(), '\n'), 1) << result.errors;
+        EXPECT_EQ(result.output, "") << flags;
+    }
+}
+
 }  // namespace
 }  // namespace klspec::server
