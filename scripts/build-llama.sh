@@ -46,8 +46,7 @@ dest="$cache_root/llama.cpp-${LLAMA_COMMIT:0:12}-$flags_key"
 complete() {
   [[ -f "$dest/.libraries-complete" ]] || return 1
   for tool in "${TOOLS[@]}"; do [[ -x "$dest/install/bin/$tool" ]] || return 1; done
-  [[ -f "$dest/install/include/llama-common/chat.h" ]] || return 1
-  [[ -z "$(nm -D --defined-only "$dest/install/lib/libllama-common.so" | grep httplib)" ]]
+  [[ -f "$dest/.common-installed" ]]
 }
 if complete; then
   echo "llama.cpp: cached build at $dest" >&2
@@ -95,10 +94,16 @@ cmake -S "$dest/src" -B "$dest/build" -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_EXAMP
       -DCMAKE_SHARED_LINKER_FLAGS="-Wl,--exclude-libs,libcpp-httplib.a" >/dev/null
 cmake --build "$dest/build" -j "$jobs" --target "${TOOLS[@]}" >&2
 mkdir -p "$dest/install/bin"
-for tool in "${TOOLS[@]}"; do cp "$dest/build/bin/$tool" "$dest/install/bin/"; done
+# --remove-destination: a tool still running from an earlier install (a benchmark) does not block the copy.
+for tool in "${TOOLS[@]}"; do cp --remove-destination "$dest/build/bin/$tool" "$dest/install/bin/"; done
 # The common library (built for llama-server above) with its headers, for klspec's chat templates.
-cp -P "$dest"/build/bin/libllama-common.so* "$dest/install/lib/"
+cp -P --remove-destination "$dest"/build/bin/libllama-common.so* "$dest/install/lib/"
 mkdir -p "$dest/install/include/llama-common/jinja"
 cp "$dest"/src/common/*.h "$dest/install/include/llama-common/"
 cp "$dest"/src/common/jinja/*.h "$dest/install/include/llama-common/jinja/"
+if nm -DC --defined-only "$dest/install/lib/libllama-common.so" | grep ' T httplib::' >/dev/null; then
+  echo "llama.cpp: libllama-common.so exports cpp-httplib's symbols (--exclude-libs did not apply)" >&2
+  exit 1
+fi
+touch "$dest/.common-installed"
 echo "$dest"
