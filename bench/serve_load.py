@@ -82,8 +82,9 @@ def one_request(url, body, api_key=None):
             done = True
             break
         chunk = json.loads(payload)
-        text += chunk["choices"][0]["text"]
-        finish_reason = chunk["choices"][0]["finish_reason"] or finish_reason
+        for choice in chunk["choices"]:  # none in the usage chunk of stream_options.include_usage
+            text += choice["text"]
+            finish_reason = choice["finish_reason"] or finish_reason
         if "usage" in chunk:
             tokens = chunk["usage"]["completion_tokens"]
         if "draft_n" in chunk.get("timings", {}):
@@ -149,7 +150,7 @@ class Load:
 
     def body(self, i):
         # temperature 0 is klspec's default; llama-server samples unless told. Its final chunk carries
-        # usage only with include_usage (klspec serve ignores the field).
+        # usage only with include_usage (then both servers send a last chunk with usage and no choices).
         request = {"prompt": PROMPTS[i % len(PROMPTS)], "max_tokens": self.args.max_tokens, "stream": True,
                    "temperature": 0, "stream_options": {"include_usage": True}}
         if self.args.judge:
@@ -185,6 +186,8 @@ class Load:
                 deadline = start + duration
                 list(pool.map(lambda c: self.client(c, concurrency, deadline), range(concurrency)))
         wall = time.perf_counter() - start
+        if not self.results:
+            sys.exit(f"serve_load: every request failed: {self.failures[:3]}")
         latencies = [r[0] for r in self.results]
         first_chunks = [r[1] for r in self.results]
         tokens = sum(r[2] for r in self.results)

@@ -206,9 +206,10 @@ void SpeculativeDecoder::choose_draft_lengths_for(std::span<Sequence* const> act
     for (Sequence* seq : active) {
         const GenerationOptions& options = seq->options_;
         const int32_t wanted = options.max_tokens - to_int(seq->result_.tokens.size());
-        const int32_t cap = draft_ctx_ ? std::max(0, std::min({options.draft_max, wanted - 1,
-                                                              target_ctx_.n_ctx() - seq->target_cached_ - 1}))
-                                       : 0;
+        const bool first_alone = options.first_token_alone && seq->result_.tokens.empty();
+        const int32_t cap = draft_ctx_ && !first_alone ? std::max(0, std::min({options.draft_max, wanted - 1,
+                                                                              target_ctx_.n_ctx() - seq->target_cached_ - 1}))
+                                                       : 0;
         caps.push_back(cap);
         any_auto = any_auto || (options.draft_policy == DraftPolicy::Auto && cap > 0);
         seq->gamma_ = options.draft_policy == DraftPolicy::Off ? 0 : std::min(seq->draft_budget_, cap);
@@ -522,13 +523,15 @@ void SpeculativeDecoder::finish(Sequence& seq, const StepCallback& on_step, std:
         step_tokens.empty() ? std::span<const PositionVerdict>() : seq.acceptance_.verdicts();
     if (on_step) on_step(StepResult{seq.id_, step_tokens, rest, true, verdicts, step_logprobs(seq, step_tokens.size())});
     seq.result_.text = seq.stream_.text();
-    // A finished sequence frees its cells, or with cache_prompt keeps those both caches hold for certain:
-    // the tokens before this step's batches (later cells may be rejected drafts).
-    const int32_t keep = seq.options_.cache_prompt ? std::min(seq.target_cached_, draft_ctx_ ? seq.draft_cached_ : seq.target_cached_) : 0;
-    target_ctx_.truncate(seq.id_, keep);
-    if (draft_ctx_) draft_ctx_->truncate(seq.id_, keep);
-    const std::vector<int32_t> kept(seq.tokens_.begin(), seq.tokens_.begin() + keep);
-    kept_[static_cast<size_t>(seq.id_)] = {kept, draft_ctx_ ? kept : std::vector<int32_t>{}};
+    // A finished sequence frees its cells, or with cache_prompt keeps those each cache holds for certain: the
+    // tokens before this step's batches (later cells may be rejected drafts; the draft may lag behind).
+    const bool keep = seq.options_.cache_prompt;
+    const int32_t target_kept = keep ? seq.target_cached_ : 0;
+    const int32_t draft_kept = keep && draft_ctx_ ? std::min(seq.draft_cached_, seq.target_cached_) : 0;
+    target_ctx_.truncate(seq.id_, target_kept);
+    if (draft_ctx_) draft_ctx_->truncate(seq.id_, draft_kept);
+    kept_[static_cast<size_t>(seq.id_)] = {{seq.tokens_.begin(), seq.tokens_.begin() + target_kept},
+                                           {seq.tokens_.begin(), seq.tokens_.begin() + draft_kept}};
 }
 
 ForwardResult SpeculativeDecoder::forward(ModelRole role, std::span<const int32_t> tokens, bool with_hidden,

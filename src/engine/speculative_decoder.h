@@ -43,6 +43,9 @@ struct GenerationOptions {
     // Keep the sequence's cache cells when it finishes, and start a later sequence on the same id from the
     // longest prefix its prompt shares with them (llama-server's cache_prompt): only the rest is prefilled.
     bool cache_prompt = false;
+    // The first step verifies no draft: the first token comes one single-token target call after the prompt
+    // (a server's time to first token), for the tokens that step's draft would have added.
+    bool first_token_alone = false;
     // Set: every emitted token's log-probability under the target (core/token_logprobs.h), relaxed ones
     // included, with this many most likely alternatives (0..kMaxTopLogprobs).
     std::optional<int32_t> logprobs;

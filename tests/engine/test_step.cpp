@@ -484,5 +484,26 @@ TEST(Step, PromptCacheReusesTheSharedPrefixAndDecodesTheSame) {
     EXPECT_EQ(cached.cached_tokens(1), 0);
 }
 
+// first_token_alone: the first step verifies no draft, so it emits exactly one token (the server's time to
+// first token); the output is unchanged.
+TEST(Step, FirstTokenAloneEmitsOneTokenFirstAndDecodesTheSame) {
+    const Model target(test::kTargetModel);
+    const Model draft(test::kDraftQ4);
+    SpeculativeDecoder decoder(target, &draft, test_context());
+    GenerationOptions options = greedy(32, 8);
+    const GenerationResult plain = decoder.generate("Once upon a time", options);
+    options.first_token_alone = true;
+    std::vector<size_t> step_sizes;
+    const GenerationResult alone = decoder.generate("Once upon a time", options, [&](const StepResult& step) {
+        step_sizes.push_back(step.tokens.size());
+        return false;
+    });
+    EXPECT_EQ(alone.tokens, plain.tokens);
+    ASSERT_GE(step_sizes.size(), 2u);
+    EXPECT_EQ(step_sizes[0], 1u);
+    EXPECT_GT(*std::max_element(step_sizes.begin() + 1, step_sizes.end()), 1u) << "later steps draft again";
+    EXPECT_EQ(alone.stats.target_only_steps, plain.stats.target_only_steps + 1);
+}
+
 }  // namespace
 }  // namespace klspec
