@@ -2,7 +2,6 @@
 import pytest
 
 import klspec
-from conftest import STORIES
 
 
 def test_missing_model_file():

@@ -1,7 +1,6 @@
 # forward's arrays, and the judged positions of a run as numpy arrays.
 import numpy as np
 
-from conftest import STORIES
 
 
 def test_forward_shapes_and_argmax_is_the_first_greedy_token(stories):

@@ -33,6 +33,7 @@ def test_greedy_default_pair_equals_cli(testbed):
     cli = cli_generate(DEFAULT_TARGET, DEFAULT_DRAFT, prompt, "-n", "32", "--draft-max", "4", "--draft-policy", "fixed")
     assert result.tokens == cli["tokens"]
     assert result.text == cli["text"]
+    assert result.stats.target_calls == cli["stats"]["target_calls"]
 
 
 def test_stats_count_the_run(stories):
