@@ -159,6 +159,7 @@ public:
     Generation generate(const std::string& prompt, const py::kwargs& kwargs) {
         DecodingRequest request = decoding_request(kwargs);
         Generation out;
+        const Use use(*this);
         Tracing tracing(*this, request.trace);
         {
             py::gil_scoped_release released;
@@ -175,6 +176,7 @@ public:
         std::vector<Problem> problems(prompts.size());
         for (size_t i = 0; i < prompts.size(); ++i) problems[i].prompt = prompts[i];
         std::vector<Generation> out(prompts.size());
+        const Use use(*this);
         Tracing tracing(*this, request.trace);
         {
             py::gil_scoped_release released;
@@ -197,6 +199,7 @@ public:
         const ModelRole role = model == "target" ? ModelRole::Target : ModelRole::Draft;
         if (role == ModelRole::Draft && !draft_) throw Error("forward(model='draft') needs an engine with a draft model");
         if (tokens.empty()) throw Error("forward needs at least one token");
+        const Use use(*this);
         ForwardResult result;
         {
             py::gil_scoped_release released;
@@ -215,6 +218,25 @@ public:
     SpeculativeDecoder& decoder() { return *decoder_; }
     const Model& target() const { return *target_; }
     bool has_draft() const { return draft_ != nullptr; }
+
+    // Decoding releases the GIL, so a second Python thread could enter the decoder meanwhile, and a stream
+    // holds sequence 0 between its steps: one user at a time, the others get an Error instead of a
+    // corrupted cache. Taken and checked with the GIL held, which makes the flag race-free.
+    class Use {
+    public:
+        explicit Use(Engine& engine) : engine_(&engine) {
+            if (engine.in_use_)
+                throw Error("the engine is busy: another thread is decoding on it, or a stream has not finished "
+                            "(iterate it to the end or drop it)");
+            engine.in_use_ = true;
+        }
+        ~Use() { engine_->in_use_ = false; }
+        Use(const Use&) = delete;
+        Use& operator=(const Use&) = delete;
+
+    private:
+        Engine* engine_;
+    };
 
 private:
     // Collects the judged positions of one call by sequence id, for as long as it lives.
@@ -240,6 +262,7 @@ private:
     std::unique_ptr<Model> target_;
     std::unique_ptr<Model> draft_;
     std::unique_ptr<SpeculativeDecoder> decoder_;
+    bool in_use_ = false;
 };
 
 // One step's output while streaming.
@@ -256,6 +279,7 @@ public:
         : engine_object_(std::move(engine)), engine_(engine_object_.cast<Engine&>()) {
         DecodingRequest request = decoding_request(kwargs);
         if (request.trace) throw Error("stream records no trace: use generate(..., trace=True)");
+        use_.emplace(engine_);
         sequence_ = engine_.decoder().start(0, prompt, std::move(request.generation));
     }
 
@@ -272,6 +296,7 @@ public:
                 return false;
             });
         }
+        if (sequence_->finished()) use_.reset();
         return out;
     }
 
@@ -284,6 +309,7 @@ public:
 private:
     py::object engine_object_;  // keeps the engine alive while its sequence is
     Engine& engine_;
+    std::optional<Engine::Use> use_;  // from start to the last step, or until the stream is dropped
     std::optional<Sequence> sequence_;
 };
 

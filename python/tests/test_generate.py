@@ -77,3 +77,18 @@ def test_logprobs_one_per_token(stories):
     result = stories.generate("Once upon a time", max_tokens=8, logprobs=2)
     assert [entry["token"] for entry in result.logprobs] == result.tokens
     assert all(len(entry["top"]) == 2 and entry["logprob"] <= 0 for entry in result.logprobs)
+
+
+def test_an_unfinished_stream_holds_the_engine(stories):
+    stream = stories.stream("Once upon a time", max_tokens=8)
+    next(stream)
+    with pytest.raises(klspec.Error, match="the engine is busy"):
+        stories.generate("Once upon a time", max_tokens=4)
+    with pytest.raises(klspec.Error, match="the engine is busy"):
+        stories.stream("Once upon a time")
+    list(stream)
+    assert len(stories.generate("Once upon a time", max_tokens=4).tokens) == 4
+    abandoned = stories.stream("Once upon a time", max_tokens=8)
+    next(abandoned)
+    del abandoned
+    assert len(stories.generate("Once upon a time", max_tokens=4).tokens) == 4
