@@ -16,7 +16,8 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 void decode_problems(SpeculativeDecoder& decoder, std::span<const Problem> problems, const GenerationOptions& generation,
-                     int32_t parallel, const std::function<void(DecodedProblem&&)>& on_done) {
+                     int32_t parallel, const std::function<void(DecodedProblem&&)>& on_done,
+                     const std::function<bool()>& stop_requested) {
     if (parallel < 1 || parallel > decoder.n_sequences())
         throw Error("decode_problems: parallel must be in [1, the decoder's sequences]");
     struct Slot {
@@ -28,6 +29,7 @@ void decode_problems(SpeculativeDecoder& decoder, std::span<const Problem> probl
     std::vector<Sequence*> active;
     size_t next = 0, done = 0;
     while (done < problems.size()) {
+        if (stop_requested && stop_requested()) return;
         active.clear();
         for (size_t s = 0; s < slots.size(); ++s) {
             Slot& slot = slots[s];
@@ -46,7 +48,7 @@ void decode_problems(SpeculativeDecoder& decoder, std::span<const Problem> probl
             if (!slot.sequence) continue;
             slot.wall_seconds += share;
             if (!slot.sequence->finished()) continue;
-            DecodedProblem decoded{slot.index, slot.sequence->take_result(), slot.wall_seconds};
+            DecodedProblem decoded{slot.index, slot.sequence->take_result(), slot.wall_seconds, slot.sequence->id()};
             slot.sequence.reset();
             ++done;
             on_done(std::move(decoded));

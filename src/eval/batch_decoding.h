@@ -19,10 +19,13 @@ struct DecodedProblem {
     // number of problems in that step. Summed over problems it is the run's wall time, so tokens/s stay
     // right with -np > 1 and across resumed runs.
     double wall_seconds = 0;
+    int32_t sequence_id = 0;  // the decoder's sequence (slot) it ran on: whose judged positions were its
 };
 
-// Decodes every problem with `generation`; calls on_done as each finishes (in finishing order).
+// Decodes every problem with `generation`; calls on_done as each finishes (in finishing order). Returns
+// early, the unfinished problems dropped, when stop_requested (checked between steps) says so.
 void decode_problems(SpeculativeDecoder& decoder, std::span<const Problem> problems, const GenerationOptions& generation,
-                     int32_t parallel, const std::function<void(DecodedProblem&&)>& on_done);
+                     int32_t parallel, const std::function<void(DecodedProblem&&)>& on_done,
+                     const std::function<bool()>& stop_requested = {});
 
 }  // namespace klspec
