@@ -13,6 +13,7 @@
 #include "apps/stats_report.h"
 #include "apps/thread_wait.h"
 #include "core/error.h"
+#include "engine/process_settings.h"
 
 namespace klspec {
 namespace {
@@ -71,6 +72,14 @@ void add_model_options(CLI::App& app, RunOptions& options) {
                                              "threads starve the ones they wait for)",
                                              kDefaultPollLevel))
         ->check(CLI::Range(0, kMaxPollLevel));
+    app.add_option("--prio", options.priority,
+                   "Process priority, as llama.cpp's --prio: -1 low, 0 normal, 1 medium, 2 high, 3 realtime (raising "
+                   "it needs CAP_SYS_NICE)")
+        ->capture_default_str()->check(CLI::Range(-1, 3));
+    app.add_option("--cpu-mask", options.cpu_mask,
+                   "Run on these CPUs only, a hex mask (llama.cpp's -C): e.g. 0x3 for CPUs 0 and 1");
+    app.add_option("--cpu-range", options.cpu_range, "Run on these CPUs only, lo-hi (llama.cpp's -Cr), e.g. 0-3")
+        ->excludes(app.get_option("--cpu-mask"));
     app.add_option_function<int32_t>(
            "--n-gpu-layers", [&options](int32_t layers) { options.model.gpu_layers = layers; },
            "Layers to offload to the GPU when llama.cpp was built with a GPU backend, or to the --rpc servers; "
@@ -187,6 +196,10 @@ void add_run_options(CLI::App& app, RunOptions& options) {
 
 DecodingSession open_session(const RunOptions& options) {
     set_llama_verbose(options.verbose);
+    // Before any decoding thread exists: they inherit both.
+    if (options.priority != 0) set_process_priority(options.priority);
+    if (!options.cpu_mask.empty() || !options.cpu_range.empty())
+        set_cpu_affinity(options.cpu_range.empty() ? options.cpu_mask : options.cpu_range, !options.cpu_range.empty());
     std::string target_path = options.target_path;
     std::string draft_path = options.draft_path;
     if (target_path.empty()) {

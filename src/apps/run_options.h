@@ -26,6 +26,9 @@ struct RunOptions {
     JudgeOptions judge;
     std::string trace_path;  // --trace: one JSON line per judged position
     bool verbose = false;
+    int priority = 0;        // --prio, llama.cpp's scale (engine/process_settings.h)
+    std::string cpu_mask;    // --cpu-mask (hex); empty: all CPUs
+    std::string cpu_range;   // --cpu-range (lo-hi); empty: all CPUs
 };
 
 // Models, context and threads: what every subcommand that loads models takes.

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <exception>
 #include <filesystem>
-#include <mutex>
 #include <fstream>
 #include <sstream>
 
@@ -11,8 +10,8 @@
 #include <llama.h>
 
 #include "chat.h"  // llama.cpp's common library (include/llama-common)
-#include "log.h"
 #include "core/error.h"
+#include "engine/common_log.h"
 
 namespace klspec {
 namespace {
@@ -35,13 +34,6 @@ std::string read_template_file(const std::string& path) {
     text << in.rdbuf();
     if (!in || text.str().empty()) throw Error(fmt::format("--chat-template {}: cannot read the file, or it is empty", path));
     return text.str();
-}
-
-// common's own log would print a failing template's error over several lines beside the exception that
-// carries it; klspec reports the exception, in one line.
-void silence_common_log() {
-    static std::once_flag once;
-    std::call_once(once, [] { common_log_set_verbosity_thold(LOG_LEVEL_OUTPUT); });
 }
 
 // Jinja errors quote the template over several lines; klspec's errors are one line.

@@ -95,6 +95,18 @@ TEST(BadInput, DraftThreadsOutOfRange) {
     expect_one_line_error(test::run_command(generate_cmd("-m " + test::kTargetModel + " -p hi -td -1")), "threads-draft");
 }
 
+TEST(BadInput, PriorityAndCpuSetsOutOfRange) {
+    const std::string model = "-m " + test::kTargetModel + " -p hi -n 2 ";
+    expect_one_line_error(test::run_command(generate_cmd(model + "--prio 4")), "--prio");
+    expect_one_line_error(test::run_command(generate_cmd(model + "--cpu-mask 0xzz")), "not a hex mask");
+    expect_one_line_error(test::run_command(generate_cmd(model + "--cpu-range 0to1")), "not a range");
+    expect_one_line_error(test::run_command(generate_cmd(model + "--cpu-range 3-1")), "selects no CPU");
+    // No CPU of this machine: CPU 4095 is in no machine this runs on.
+    expect_one_line_error(test::run_command(generate_cmd(model + "--cpu-mask 0x8" + std::string(127, '0'))),
+                          "no CPU of this machine");
+    expect_one_line_error(test::run_command(generate_cmd(model + "--cpu-mask 1 --cpu-range 0-1")), "excludes");
+}
+
 TEST(BadInput, NegativeTemperature) {
     expect_one_line_error(test::run_command(generate_cmd("-m " + test::kTargetModel + " --temp -1 -p hi")),
                           "temperature");
