@@ -95,6 +95,9 @@ void run_generate(const GenerateOptions& options) {
                               {"tokens", result.tokens},
                               {"stop_reason", to_string(result.stop_reason)},
                               {"judge", session.generation.judge->name()},
+                              {"models", {{"target", session.target->path()},
+                                          {"draft", session.draft ? nlohmann::json(session.draft->path())
+                                                                  : nlohmann::json(nullptr)}}},
                               {"stats", stats_to_json(result.stats)}};
         add_quality_bound(out, *session.generation.judge);
         add_draft_policy(out, session.generation.draft_policy, session.decoder->verify_costs(),

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -17,6 +18,21 @@
 
 namespace klspec {
 namespace {
+
+// The folder of the default pair: KLSPEC_MODELS_DIR if set; else, for an installed binary,
+// <bin>/KLSPEC_INSTALLED_MODELS_DIR (../share/klspec/models) when it holds the target; else the source tree's
+// models/ (KLSPEC_DEFAULT_MODELS_DIR, the build tree's binary).
+std::string default_models_dir() {
+    if (const char* env_dir = std::getenv("KLSPEC_MODELS_DIR"); env_dir != nullptr) return env_dir;
+    std::error_code error;
+    const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", error);
+    if (!error) {
+        const std::filesystem::path installed = exe.parent_path() / KLSPEC_INSTALLED_MODELS_DIR;
+        if (std::filesystem::exists(installed / "testbed-target.gguf", error))
+            return installed.lexically_normal().string();
+    }
+    return KLSPEC_DEFAULT_MODELS_DIR;
+}
 
 // CLI11's NonNegativeNumber prints its whole double range on failure; this says it in words.
 const CLI::Validator kNonNegative(
@@ -203,8 +219,7 @@ DecodingSession open_session(const RunOptions& options) {
     std::string target_path = options.target_path;
     std::string draft_path = options.draft_path;
     if (target_path.empty()) {
-        const char* env_dir = std::getenv("KLSPEC_MODELS_DIR");
-        const std::string dir = env_dir != nullptr ? env_dir : KLSPEC_DEFAULT_MODELS_DIR;
+        const std::string dir = default_models_dir();
         target_path = dir + "/testbed-target.gguf";
         if (draft_path.empty()) draft_path = dir + "/testbed-draft.gguf";
     }

@@ -57,8 +57,8 @@ struct DecodingSession {
     std::unique_ptr<std::ofstream> trace;  // open when --trace was given
 };
 
-// Without -m: the project's default pair from the models folder (KLSPEC_MODELS_DIR overrides where
-// that is), target and draft.
+// Without -m: the project's default pair from the models folder, target and draft: KLSPEC_MODELS_DIR if
+// set, else an installed binary's <prefix>/share/klspec/models, else the source tree's models/.
 DecodingSession open_session(const RunOptions& options);
 
 // Formats the problems' prompts for the session's target (chat template, exemplars) and adds the
