@@ -1,6 +1,8 @@
 // Request parsing and validation of `klspec serve` (src/server/request.h): no model, no sockets.
 #include <gtest/gtest.h>
 
+#include <span>
+
 #include <fmt/format.h>
 
 #include "server/request.h"
@@ -30,6 +32,15 @@ ApiError parse_error(std::string_view body, Endpoint endpoint = Endpoint::Comple
         return {};
     }
     return std::get<ApiError>(parsed);
+}
+
+// Each {body, field}: the body is a 400 whose param names the field.
+void expect_400_naming_the_field(std::span<const std::pair<const char*, const char*>> cases) {
+    for (const auto& [body, param] : cases) {
+        const ApiError error = parse_error(body);
+        EXPECT_EQ(error.status, 400) << body;
+        EXPECT_EQ(error.param, param) << body << ": " << error.message;
+    }
 }
 
 TEST(ServerRequest, MinimalCompletionTakesTheServerDefaults) {
@@ -107,11 +118,7 @@ TEST(ServerRequest, JudgeKnobsAreCheckedByMakeJudge) {
         {R"({"prompt": "x", "judge": "vanilla", "judge_threshold": 0.5})", "judge_threshold"},
         {R"({"prompt": "x", "judge": "kl", "judge_threshold": 0.5, "confidence_mask": 1.5})", "confidence_mask"},
     };
-    for (const auto& [body, param] : cases) {
-        const ApiError error = parse_error(body);
-        EXPECT_EQ(error.status, 400) << body;
-        EXPECT_EQ(error.param, param) << body << ": " << error.message;
-    }
+    expect_400_naming_the_field(cases);
 }
 
 // The server's threshold belongs to the server's rule: a request naming another rule is not refused for it.
@@ -217,11 +224,7 @@ TEST(ServerRequest, StreamOptionsNeedStreamAndABooleanIncludeUsage) {
         {R"({"prompt": "x", "stream": true, "stream_options": true})", "stream_options"},
         {R"({"prompt": "x", "stream": true, "stream_options": {"include_usage": "yes"}})", "stream_options.include_usage"},
     };
-    for (const auto& [body, param] : cases) {
-        const ApiError error = parse_error(body);
-        EXPECT_EQ(error.status, 400) << body;
-        EXPECT_EQ(error.param, param) << body << ": " << error.message;
-    }
+    expect_400_naming_the_field(cases);
 }
 
 TEST(ServerRequest, TokenizeTakesContentAndTwoBooleans) {
