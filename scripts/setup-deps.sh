@@ -7,6 +7,7 @@ packages=(build-essential cmake git
           bubblewrap python3 zlib1g-dev  # the sandbox code benchmarks run in, and HumanEval's .gz
           python3-torch  # the testbed's growth and GGUF export tests (tools/testbed)
           pybind11-dev python3-dev python3-numpy python3-pytest  # the klspec Python module and its tests (python/)
+          python3-matplotlib  # examples/judge_comparison.py's plot
           libopenblas0-pthread  # torch's float32 matmuls; without it the reference BLAS is ~30x slower
           chromium  # headless, renders `klspec serve`'s page in its test
           clang libclang-rt-dev)  # scripts/test-sanitized.sh: ASan/UBSan and libFuzzer

@@ -27,16 +27,22 @@ struct SweepOptions {
     bool json = false;
 };
 
-// Accuracy (%) against `x` of each summary, one curve per rule sorted by x, vanilla as the reference.
+// Accuracy (%) against `x` of each summary, one curve per rule sorted by x, vanilla as the reference. Each
+// point's error bar is the 95 % interval of its paired accuracy change against vanilla, centred on its accuracy.
 CurvePlot accuracy_plot(const std::vector<PointSummary>& summaries, const std::string& title, const std::string& x_label,
                         double (*x_of)(const PointSummary&, const PointSummary& vanilla)) {
     const PointSummary& vanilla = summaries.front();
-    CurvePlot plot{title, x_label, "accuracy (%)", {}, {x_of(vanilla, vanilla), 100 * vanilla.accuracy()}, "vanilla"};
+    CurvePlot plot{title, x_label, "accuracy (%); bars: 95 % paired interval against vanilla", {},
+                   {x_of(vanilla, vanilla), 100 * vanilla.accuracy()}, "vanilla"};
     for (const PointSummary& s : summaries) {
         if (s.rule == "vanilla") continue;
         auto curve = std::find_if(plot.curves.begin(), plot.curves.end(), [&](const Curve& c) { return c.name == s.rule; });
         if (curve == plot.curves.end()) curve = plot.curves.insert(plot.curves.end(), Curve{s.rule, {}});
-        curve->points.emplace_back(x_of(s, vanilla), 100 * s.accuracy());
+        CurvePoint& point = curve->points.emplace_back(x_of(s, vanilla), 100 * s.accuracy());
+        if (s.loss_against_vanilla) {
+            const double half_width = 100 * (s.loss_against_vanilla->high - s.loss_against_vanilla->low) / 2;
+            point.y_range = {point.y - half_width, point.y + half_width};
+        }
     }
     for (Curve& c : plot.curves) std::sort(c.points.begin(), c.points.end());
     return plot;

@@ -247,6 +247,20 @@ std::vector<PointSummary> summarize_sweep(const std::vector<SweepPoint>& points,
         s.totals += e.stats;
         s.wall_seconds += e.wall_seconds;
     }
+
+    std::map<std::string, bool> vanilla_correct;  // problem id -> vanilla's verdict
+    for (const SweepExample& e : examples)
+        if (e.point == "vanilla") vanilla_correct[e.id] = e.correct;
+    std::map<std::string, std::pair<std::vector<bool>, std::vector<bool>>> pairs;  // point -> (vanilla's, its)
+    for (const SweepExample& e : examples) {
+        const auto reference = vanilla_correct.find(e.id);
+        if (e.point == "vanilla" || !index_of.contains(e.point) || reference == vanilla_correct.end()) continue;
+        auto& [vanilla_verdicts, point_verdicts] = pairs[e.point];
+        vanilla_verdicts.push_back(reference->second);
+        point_verdicts.push_back(e.correct);
+    }
+    for (const auto& [point, verdicts] : pairs)
+        summaries[index_of.at(point)].loss_against_vanilla = paired_accuracy_loss(verdicts.first, verdicts.second);
     return summaries;
 }
 
@@ -270,25 +284,33 @@ std::string write_sweep_summary(const std::string& dir, const std::vector<PointS
 
     nlohmann::json points = nlohmann::json::array();
     std::ostringstream csv, table;
-    csv << "point,rule,value,examples,correct,accuracy,accuracy_change,mat,acceptance,relaxed,emitted,target_calls,"
-           "tokens_per_second,speedup,judge_share\n";
-    table << "| rule | value | accuracy | Δ acc | MAT | acceptance | relaxed | tokens/s | speedup | judge time |\n"
+    csv << "point,rule,value,examples,correct,accuracy,accuracy_change,accuracy_change_low,accuracy_change_high,mat,"
+           "acceptance,relaxed,emitted,target_calls,tokens_per_second,speedup,judge_share\n";
+    table << "| rule | value | accuracy | Δ acc [95 % CI] | MAT | acceptance | relaxed | tokens/s | speedup | judge time |\n"
              "|---|---|---|---|---|---|---|---|---|---|\n";
     for (const PointSummary& s : summaries) {
         const double change = s.accuracy() - vanilla.accuracy();
+        // The interval of the paired change (−loss; 0 − x, as −0.0 would print "-0.0"); vanilla's is the point.
+        const double change_low = s.loss_against_vanilla ? 0.0 - s.loss_against_vanilla->high : change;
+        const double change_high = s.loss_against_vanilla ? 0.0 - s.loss_against_vanilla->low : change;
+        const std::string change_text =
+            s.loss_against_vanilla ? fmt::format("{:+.1f} [{:+.1f}, {:+.1f}]", 100 * change, 100 * change_low, 100 * change_high)
+                                   : fmt::format("{:+.1f}", 100 * change);
         points.push_back({{"point", s.point}, {"rule", s.rule}, {"value", s.value}, {"examples", s.examples},
                           {"correct", s.correct}, {"accuracy", s.accuracy()}, {"accuracy_change", change},
+                          {"accuracy_change_low", change_low}, {"accuracy_change_high", change_high},
                           {"mat", s.totals.mat()}, {"acceptance", s.totals.acceptance_rate()},
                           {"relaxed", s.totals.relaxed_accepted}, {"emitted", s.totals.emitted},
                           {"target_calls", s.totals.target_calls}, {"wall_seconds", s.wall_seconds},
                           {"tokens_per_second", s.tokens_per_second()}, {"speedup", speedup(s)},
                           {"judge_share", s.judge_share()}});
-        csv << fmt::format("{},{},{},{},{},{:.4f},{:.4f},{:.3f},{:.4f},{},{},{},{:.1f},{:.3f},{:.5f}\n", s.point, s.rule,
-                           s.value, s.examples, s.correct, s.accuracy(), change, s.totals.mat(), s.totals.acceptance_rate(),
+        csv << fmt::format("{},{},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.3f},{:.4f},{},{},{},{:.1f},{:.3f},{:.5f}\n", s.point,
+                           s.rule, s.value, s.examples, s.correct, s.accuracy(), change, change_low, change_high,
+                           s.totals.mat(), s.totals.acceptance_rate(),
                            s.totals.relaxed_accepted, s.totals.emitted, s.totals.target_calls, s.tokens_per_second(),
                            speedup(s), s.judge_share());
-        table << fmt::format("| {} | {} | {:.1f} % | {:+.1f} | {:.2f} | {:.1f} % | {} | {:.1f} | {:.2f}× | {:.2f} % |\n",
-                             s.rule, s.value.empty() ? "—" : s.value, 100 * s.accuracy(), 100 * change, s.totals.mat(),
+        table << fmt::format("| {} | {} | {:.1f} % | {} | {:.2f} | {:.1f} % | {} | {:.1f} | {:.2f}× | {:.2f} % |\n",
+                             s.rule, s.value.empty() ? "—" : s.value, 100 * s.accuracy(), change_text, s.totals.mat(),
                              100 * s.totals.acceptance_rate(), s.totals.relaxed_accepted, s.tokens_per_second(), speedup(s),
                              100 * s.judge_share());
     }

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -19,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/accuracy_loss.h"
 #include "core/judge_factory.h"
 #include "core/stats.h"
 #include "engine/speculative_decoder.h"
@@ -85,6 +87,9 @@ struct PointSummary {
     size_t examples = 0, correct = 0;
     GenerationStats totals;
     double wall_seconds = 0;
+    // Vanilla's accuracy minus this point's, paired over the problems both decoded, with its 95 % interval
+    // (pairing removes the spread between problems, as the points decode the same ones). None for vanilla.
+    std::optional<AccuracyLoss> loss_against_vanilla;
     double accuracy() const { return examples ? double(correct) / double(examples) : 0.0; }
     // Emitted tokens over the wall time decode_problems attributed to the examples (prompts included).
     double tokens_per_second() const { return wall_seconds > 0 ? double(totals.emitted) / wall_seconds : 0.0; }

@@ -2,15 +2,22 @@
 // drawn by gnuplot as SVG and PNG.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace klspec {
 
+struct CurvePoint {
+    double x = 0, y = 0;
+    std::optional<std::pair<double, double>> y_range;  // (low, high), drawn as an error bar
+    auto operator<=>(const CurvePoint&) const = default;
+};
+
 struct Curve {
     std::string name;
-    std::vector<std::pair<double, double>> points;  // (x, y), drawn in the given order
+    std::vector<CurvePoint> points;  // drawn in the given order; with error bars where any point has a y_range
 };
 
 struct CurvePlot {

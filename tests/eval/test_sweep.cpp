@@ -111,12 +111,34 @@ TEST(SweepSummary, HandComputedTotalsAndBestWithinOnePoint) {
     const std::string dir = fresh_dir("summary");
     std::filesystem::create_directories(dir);
     const std::string table = write_sweep_summary(dir, s);
-    EXPECT_NE(table.find("| kl | 2 | 79.0 % | -1.0 | 5.00 |"), std::string::npos) << table;
+    // kl:2 misses one of vanilla's 100: d = 1 once, mean 0.01, s = 0.1, half width 1.96·0.1/√100 = 0.0196.
+    EXPECT_NE(table.find("| kl | 2 | 79.0 % | -1.0 [-3.0, +1.0] | 5.00 |"), std::string::npos) << table;
+    EXPECT_NE(table.find("| vanilla | — | 80.0 % | +0.0 | 2.00 |"), std::string::npos) << table;
+    EXPECT_NE(table.find("| kl | 0.5 | 80.0 % | +0.0 [+0.0, +0.0] | 2.50 |"), std::string::npos) << table;
     EXPECT_NE(table.find("2.00×"), std::string::npos) << table;  // kl:2 at 200 tokens/s against vanilla's 100
     std::ifstream csv(dir + "/summary.csv");
     std::string header;
     std::getline(csv, header);
     EXPECT_EQ(header.rfind("point,rule,value,examples,correct,accuracy", 0), 0u);
+}
+
+TEST(SweepSummary, PairedIntervalAgainstVanillaOverTheProblemsBothDecoded) {
+    const std::vector<SweepPoint> points = parse_sweep_points({"topk:4"}, {});
+    std::vector<SweepExample> examples;
+    for (int i = 0; i < 100; ++i) {
+        examples.push_back(example("vanilla", std::to_string(i), i < 80, 10, 5, 0.1));
+        examples.push_back(example("topk:4", std::to_string(i), i < 70, 10, 1, 0.02));
+    }
+    examples.push_back(example("topk:4", "not run by vanilla", false, 10, 1, 0.02));  // unpaired: left out
+    const std::vector<PointSummary> s = summarize_sweep(points, examples);
+    EXPECT_FALSE(s[0].loss_against_vanilla.has_value());
+    ASSERT_TRUE(s[1].loss_against_vanilla.has_value());
+    // d = 1 on problems 70..79, else 0: mean 0.1, s² = (10 − 100·0.1²)/99 = 1/11, half width 1.96·√(1/11)/10.
+    const AccuracyLoss& loss = *s[1].loss_against_vanilla;
+    EXPECT_EQ(loss.problems, 100u);
+    EXPECT_NEAR(loss.loss, 0.1, 1e-12);
+    EXPECT_NEAR(loss.low, 0.1 - 0.0590962, 1e-6);
+    EXPECT_NEAR(loss.high, 0.1 + 0.0590962, 1e-6);
 }
 
 TEST(Calibration, PicksTheHighestMatWithinTheBudget) {
