@@ -80,7 +80,8 @@ def test_logprobs_one_per_token(stories):
 
 
 def test_an_unfinished_stream_holds_the_engine(stories):
-    stream = stories.stream("Once upon a time", max_tokens=8)
+    # draft_max 4: at most 5 tokens a step, so one step leaves the 32-token stream unfinished.
+    stream = stories.stream("Once upon a time", max_tokens=32, draft_max=4)
     next(stream)
     with pytest.raises(klspec.Error, match="the engine is busy"):
         stories.generate("Once upon a time", max_tokens=4)
@@ -88,7 +89,7 @@ def test_an_unfinished_stream_holds_the_engine(stories):
         stories.stream("Once upon a time")
     list(stream)
     assert len(stories.generate("Once upon a time", max_tokens=4).tokens) == 4
-    abandoned = stories.stream("Once upon a time", max_tokens=8)
+    abandoned = stories.stream("Once upon a time", max_tokens=32, draft_max=4)
     next(abandoned)
     del abandoned
     assert len(stories.generate("Once upon a time", max_tokens=4).tokens) == 4
