@@ -145,38 +145,43 @@ void Scheduler::start_queued() {
         counters_.queued = static_cast<int32_t>(queue_.size());
         counters_.active += static_cast<int32_t>(starting.size());
     }
-    for (std::shared_ptr<RequestChannel>& request : starting) {
-        const std::vector<int32_t> prompt = decoder_.target().tokenize(request->prompt(), /*add_bos=*/true, /*parse_special=*/true);
-        const size_t s = choose_slot(prompt, request->generation().cache_prompt);
-        Slot& slot = slots_[s];
-        {
-            std::lock_guard lock(mutex_);  // cancel_all() reads slot.request under it
-            slot.request = std::move(request);
-            states_[s].processing = true;
-            states_[s].judge = slot.request->generation().judge->name();
-            states_[s].prompt_tokens = 0;
-        }
+    for (const std::shared_ptr<RequestChannel>& request : starting) {
+        std::optional<size_t> s;  // set once the request holds a slot
         try {
-            slot.sequence = decoder_.start(static_cast<int32_t>(s), prompt, slot.request->generation());
+            const std::vector<int32_t> prompt =
+                decoder_.target().tokenize(request->prompt(), /*add_bos=*/true, /*parse_special=*/true);
+            s = choose_slot(prompt, request->generation().cache_prompt);
+            Slot& slot = slots_[*s];
+            {
+                std::lock_guard lock(mutex_);  // cancel_all() reads slot.request under it
+                slot.request = request;
+                states_[*s].processing = true;
+                states_[*s].judge = request->generation().judge->name();
+                states_[*s].prompt_tokens = 0;
+            }
+            slot.sequence = decoder_.start(static_cast<int32_t>(*s), prompt, request->generation());
             {
                 std::lock_guard lock(mutex_);
-                states_[s].prompt_tokens = slot.sequence->result().stats.prompt_tokens;
-                states_[s].cached_tokens = static_cast<int32_t>(slot.sequence->result().stats.prompt_cached_tokens);
+                states_[*s].prompt_tokens = slot.sequence->result().stats.prompt_tokens;
+                states_[*s].cached_tokens = static_cast<int32_t>(slot.sequence->result().stats.prompt_cached_tokens);
             }
-            slot.request->start();
+            request->start();
         } catch (const Error& e) {
             // The checks left to the engine: the prompt against the context, and what the judge needs of the
             // decoder (hidden states, a draft model).
             const std::string_view reason = e.what();
-            const bool prompt_error = reason.find("the prompt") != std::string_view::npos;
+            const bool prompt_error = reason.find("the prompt") != std::string_view::npos ||
+                                      reason.find("tokeniz") != std::string_view::npos;
             const bool too_long = reason.find("the context holds") != std::string_view::npos;
-            slot.request->fail(ApiError{400, e.what(), "invalid_request_error", prompt_error ? "prompt" : "judge",
-                                        too_long ? "context_length_exceeded" : ""});
+            request->fail(ApiError{400, e.what(), "invalid_request_error", prompt_error ? "prompt" : "judge",
+                                   too_long ? "context_length_exceeded" : ""});
             std::lock_guard lock(mutex_);
-            slot.request.reset();
-            states_[s].processing = false;
-            states_[s].judge.clear();
-            states_[s].cached_tokens = decoder_.cached_tokens(static_cast<int32_t>(s));
+            if (s) {
+                slots_[*s].request.reset();
+                states_[*s].processing = false;
+                states_[*s].judge.clear();
+                states_[*s].cached_tokens = decoder_.cached_tokens(static_cast<int32_t>(*s));
+            }
             --counters_.active;
             ++counters_.requests_failed;
         }
