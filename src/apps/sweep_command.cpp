@@ -38,7 +38,7 @@ CurvePlot accuracy_plot(const std::vector<PointSummary>& summaries, const std::s
         if (s.rule == "vanilla") continue;
         auto curve = std::find_if(plot.curves.begin(), plot.curves.end(), [&](const Curve& c) { return c.name == s.rule; });
         if (curve == plot.curves.end()) curve = plot.curves.insert(plot.curves.end(), Curve{s.rule, {}});
-        CurvePoint& point = curve->points.emplace_back(x_of(s, vanilla), 100 * s.accuracy());
+        CurvePoint& point = curve->points.emplace_back(CurvePoint{x_of(s, vanilla), 100 * s.accuracy(), std::nullopt});
         if (s.loss_against_vanilla) {
             const double half_width = 100 * (s.loss_against_vanilla->high - s.loss_against_vanilla->low) / 2;
             point.y_range = {point.y - half_width, point.y + half_width};
