@@ -16,6 +16,7 @@ TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int32
     TokenLogprobs out;
     out.chosen = {token, logprob(token)};
     const size_t n = std::min(size_t(std::max(n_top, 0)), logits.size());
+    if (n == 0) return out;  // no vocabulary-sized sort for the chosen token alone
     std::vector<int32_t> ids(logits.size());
     std::iota(ids.begin(), ids.end(), 0);
     std::partial_sort(ids.begin(), ids.begin() + std::ptrdiff_t(n), ids.end(), [&](int32_t a, int32_t b) {

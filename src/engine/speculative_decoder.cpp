@@ -139,11 +139,8 @@ Sequence SpeculativeDecoder::start(int32_t id, std::vector<int32_t> prompt_token
     const auto start = Clock::now();
     const std::span<const int32_t> cached_prompt(prompt_tokens.data(), prompt_tokens.size() - 1);
     KeptCells kept = std::exchange(kept_[static_cast<size_t>(id)], {});
-    const auto reuse = [&](const std::vector<int32_t>& cells) {
-        return seq.options_.cache_prompt ? common_prefix(cells, cached_prompt) : 0;
-    };
-    const int32_t target_reused = reuse(kept.target);
-    for (auto [ctx, reused] : {std::pair(&target_ctx_, target_reused), std::pair(draft_ctx_.get(), reuse(kept.draft))}) {
+    const int32_t target_reused = seq.options_.cache_prompt ? common_prefix(kept.tokens, cached_prompt) : 0;
+    for (auto [ctx, reused] : {std::pair(&target_ctx_, target_reused), std::pair(draft_ctx_.get(), std::min(target_reused, kept.draft))}) {
         if (ctx == nullptr) continue;
         ctx->truncate(id, reused);
         ctx->prefill(id, cached_prompt.subspan(static_cast<size_t>(reused)), reused);
@@ -158,10 +155,10 @@ Sequence SpeculativeDecoder::start(int32_t id, std::vector<int32_t> prompt_token
 
 int32_t SpeculativeDecoder::reusable_prompt(int32_t id, std::span<const int32_t> prompt_tokens) const {
     if (prompt_tokens.empty()) return 0;
-    return common_prefix(kept_.at(static_cast<size_t>(id)).target, prompt_tokens.first(prompt_tokens.size() - 1));
+    return common_prefix(kept_.at(static_cast<size_t>(id)).tokens, prompt_tokens.first(prompt_tokens.size() - 1));
 }
 
-int32_t SpeculativeDecoder::cached_tokens(int32_t id) const { return to_int(kept_.at(static_cast<size_t>(id)).target.size()); }
+int32_t SpeculativeDecoder::cached_tokens(int32_t id) const { return to_int(kept_.at(static_cast<size_t>(id)).tokens.size()); }
 
 GenerationResult SpeculativeDecoder::generate(const std::string& prompt, GenerationOptions options,
                                               const StepCallback& on_step) {
@@ -530,8 +527,7 @@ void SpeculativeDecoder::finish(Sequence& seq, const StepCallback& on_step, std:
     const int32_t draft_kept = keep && draft_ctx_ ? std::min(seq.draft_cached_, seq.target_cached_) : 0;
     target_ctx_.truncate(seq.id_, target_kept);
     if (draft_ctx_) draft_ctx_->truncate(seq.id_, draft_kept);
-    kept_[static_cast<size_t>(seq.id_)] = {{seq.tokens_.begin(), seq.tokens_.begin() + target_kept},
-                                           {seq.tokens_.begin(), seq.tokens_.begin() + draft_kept}};
+    kept_[static_cast<size_t>(seq.id_)] = {{seq.tokens_.begin(), seq.tokens_.begin() + target_kept}, draft_kept};
 }
 
 ForwardResult SpeculativeDecoder::forward(ModelRole role, std::span<const int32_t> tokens, bool with_hidden,

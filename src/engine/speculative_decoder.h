@@ -184,10 +184,11 @@ private:
     // Marks the sequence finished (its stop reason already set), tells the callback, frees its cache cells.
     void finish(Sequence& seq, const StepCallback& on_step, std::span<const int32_t> step_tokens = {});
 
-    // The tokens whose cells each model's cache keeps for an id no sequence runs on (cache_prompt).
+    // The tokens whose cells an id no sequence runs on keeps (cache_prompt): all of them in the target's
+    // cache, the first `draft` in the draft's (which may lag behind).
     struct KeptCells {
-        std::vector<int32_t> target;
-        std::vector<int32_t> draft;
+        std::vector<int32_t> tokens;
+        int32_t draft = 0;
     };
 
     const Model& target_;
