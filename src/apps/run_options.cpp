@@ -14,6 +14,7 @@
 #include "apps/stats_report.h"
 #include "apps/thread_wait.h"
 #include "core/error.h"
+#include "engine/chat_template.h"
 #include "engine/process_settings.h"
 
 namespace klspec {
@@ -162,6 +163,13 @@ void add_judge_options(CLI::App& app, JudgeOptions& judge, bool with_rule) {
                    "kl rule: relax only where the target's top probability is <= m (1 disables the mask)")
         ->capture_default_str();
     app.add_option("--judge-head", judge.head_path, "AutoJudge head file (JSON, see docs/autojudge-head.md)");
+    app.add_option_function<std::string>(
+           "--judge-span", [&judge](const std::string& spec) { judge.span = JudgeSpan::parse(spec); },
+           "Where the rule may relax; outside, every draft token gets the exact test: all (default), "
+           "until:STRING (until the output contains STRING, e.g. until:\"The answer is\"), think (the reasoning "
+           "span between the markers of the model's chat template, e.g. <think> ... </think>), "
+           "think:OPEN,CLOSE (markers given)")
+        ->option_text("SPAN=all");
 }
 
 static std::map<std::string, DraftPolicy> draft_policies_by_name() {
@@ -229,6 +237,7 @@ DecodingSession open_session(const RunOptions& options) {
     validate(session.generation);
     validate(options.context);
     session.target = std::make_unique<Model>(target_path, options.model);
+    session.generation.judge_span = resolve_judge_span(options.judge.span, *session.target);
     if (!draft_path.empty()) {
         ModelOptions draft_model = options.model;
         draft_model.rpc_servers = options.draft_rpc_servers;

@@ -15,6 +15,8 @@ nlohmann::json stats_to_json(const GenerationStats& s) {
             {"draft_length_sum", s.draft_length_sum},
             {"mean_draft_length", s.mean_draft_length()},
             {"target_only_steps", s.target_only_steps},
+            {"outside_span", s.outside_span},
+            {"span_blocked", s.span_blocked},
             {"mat", s.mat()},
             {"acceptance_rate", s.acceptance_rate()},
             {"tokens_per_second", s.tokens_per_second()},
@@ -30,7 +32,12 @@ nlohmann::json stats_to_json(const GenerationStats& s) {
 }
 
 std::string format_stats(const GenerationStats& s) {
-    return fmt::format(
+    const std::string span =
+        s.outside_span + s.span_blocked > 0
+            ? fmt::format("judge span: {} tokens emitted outside it (exact), {} relaxations refused there\n",
+                          s.outside_span, s.span_blocked)
+            : "";
+    return span + fmt::format(
         "emitted {} tokens in {} target calls: MAT {:.2f}\n"
         "draft: {} drafted, {} accepted ({:.1f} %), {} relaxed, {} draft calls; mean gamma {:.2f}, {} target-only steps\n"
         "speed: {:.1f} tokens/s decode, {:.1f} tokens/s prompt ({} tokens)\n"
@@ -72,6 +79,7 @@ nlohmann::json judged_position_to_json(const JudgedPosition& p) {
                           {"draft_length", p.draft_length},
                           {"acceptance_estimate", p.acceptance_estimate}};
     if (p.verdict.judged) row["judge_statistic"] = p.verdict.decision.statistic;
+    if (!p.verdict.in_span) row["in_span"] = false;
     return row;
 }
 

@@ -70,20 +70,21 @@ StepOutcome AcceptanceStep::run(int32_t n_drafted, PositionSource& positions,
         int32_t replacement = -1;
         if (vanilla_accepts(current, rng, replacement)) {
             ++outcome.accepted;
-            verdicts_.push_back({Verdict::Accepted, false, {}});
+            verdicts_.push_back({Verdict::Accepted, false, {}, current.in_span});
             continue;
         }
         const auto start = Clock::now();
         JudgeDecision decision = judge_->decide(current);
         if (decision.relaxed && judge_->lookahead() > 0) decision.relaxed = next_drafts_match(i, n_drafted, positions);
         outcome.judge_seconds += std::chrono::duration<double>(Clock::now() - start).count();
-        if (decision.relaxed) {
+        if (decision.relaxed && current.in_span) {
             ++outcome.accepted;
             ++outcome.relaxed_accepted;
             verdicts_.push_back({Verdict::Relaxed, true, decision});
             continue;
         }
-        verdicts_.push_back({Verdict::Rejected, true, decision});
+        outcome.span_blocked += decision.relaxed;
+        verdicts_.push_back({Verdict::Rejected, true, decision, current.in_span});
         outcome.next_token = replacement;
         return outcome;
     }

@@ -18,6 +18,7 @@ struct StepOutcome {
     int32_t relaxed_accepted = 0;  // of those, kept only because the judge relaxed them
     int32_t next_token = -1;       // the target's token after them: replacement or bonus
     double judge_seconds = 0;      // time spent inside Judge::decide
+    int32_t span_blocked = 0;      // positions outside the judge span the judge would have relaxed
 };
 
 // How the acceptance step treated one examined position.
@@ -32,6 +33,7 @@ struct PositionVerdict {
     Verdict verdict = Verdict::Accepted;
     bool judged = false;       // the judge was consulted (only where the vanilla test rejects)
     JudgeDecision decision;    // meaningful when judged
+    bool in_span = true;       // DraftPosition::in_span: outside, a relaxing decision was not applied
 };
 
 // Supplies DraftPosition i (0-based) for i < n_drafted, lazily: a caller can skip work (shaping logits)

@@ -23,6 +23,9 @@ struct DraftPosition {
     // ask for them (needs_hidden_states()).
     std::span<const float> target_hidden;
     std::span<const float> draft_hidden;
+    // The judge span (core/judge_span.h) is open before and after d_i. Outside it the acceptance step
+    // applies the exact test alone; the judge is still asked, for the record.
+    bool in_span = true;
 };
 
 struct JudgeDecision {

@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "core/judge.h"
+#include "core/judge_span.h"
 
 namespace klspec {
 
@@ -30,6 +31,9 @@ struct JudgeOptions {
     double confidence_mask = 0.9;
     // The AutoJudge head file: required by autojudge, refused by the other rules.
     std::string head_path;
+    // Where the rule may relax (every rule; outside, the exact test). Not part of the Judge object: the
+    // decoder follows it per sequence (GenerationOptions::judge_span).
+    JudgeSpan span;
 };
 
 // Whether a rule takes a knob.

@@ -102,4 +102,38 @@ std::string ChatTemplate::apply(const ChatMessages& messages) const {
 
 std::string ChatTemplate::source() const { return common_chat_templates_source(templates_->value.get()); }
 
+std::optional<ChatTemplate::ReasoningMarkers> ChatTemplate::reasoning_markers() const {
+    common_chat_templates_inputs inputs;
+    inputs.use_jinja = jinja_;
+    inputs.messages.push_back(common_chat_msg{});
+    inputs.messages.back().role = "user";
+    inputs.messages.back().content = "test";
+    common_chat_params params;
+    try {
+        params = common_chat_templates_apply(templates_->value.get(), inputs);
+    } catch (const std::exception&) {
+        return std::nullopt;  // the constructor rendered this chat already; a template that raises has no markers
+    }
+    if (!params.supports_thinking || params.thinking_start_tag.empty() || params.thinking_end_tags.empty())
+        return std::nullopt;
+    return ReasoningMarkers{params.thinking_start_tag, params.thinking_end_tags};
+}
+
+JudgeSpan resolve_judge_span(JudgeSpan span, const ChatTemplate& chat_template) {
+    if (!span.needs_markers()) return span;
+    const std::optional<ChatTemplate::ReasoningMarkers> markers = chat_template.reasoning_markers();
+    if (!markers)
+        throw Error(fmt::format("judge span 'think': the chat template ({}) marks no reasoning span; give the markers "
+                                "(think:<think>,</think>) or use until:STRING",
+                                chat_template.origin()));
+    span.open = markers->open;
+    span.close = markers->close;
+    return span;
+}
+
+JudgeSpan resolve_judge_span(JudgeSpan span, const Model& model) {
+    if (!span.needs_markers()) return span;
+    return resolve_judge_span(std::move(span), ChatTemplate(model, ""));
+}
+
 }  // namespace klspec

@@ -3,10 +3,12 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/judge_span.h"
 #include "engine/model.h"
 
 namespace klspec {
@@ -32,6 +34,13 @@ public:
     const std::string& origin() const { return origin_; }
     // The template's text (Jinja), or the built-in name.
     std::string source() const;
+    // The reasoning span's opening marker and closing markers as llama.cpp's chat code reads them from the
+    // template (e.g. <think> and </think>); none when the template has no reasoning span.
+    struct ReasoningMarkers {
+        std::string open;
+        std::vector<std::string> close;
+    };
+    std::optional<ReasoningMarkers> reasoning_markers() const;
 
 private:
     struct Templates;
@@ -39,6 +48,12 @@ private:
     bool jinja_ = true;
     std::string origin_;
 };
+
+// A `think` span with its markers read from the template; any other span as given. Throws klspec::Error
+// when the template has no reasoning span.
+JudgeSpan resolve_judge_span(JudgeSpan span, const ChatTemplate& chat_template);
+// The same with the model's own template (chatml when it has none), read only for a `think` span.
+JudgeSpan resolve_judge_span(JudgeSpan span, const Model& model);
 
 // The names of llama.cpp's built-in templates, comma-separated (for --help and errors).
 std::string builtin_chat_template_names();

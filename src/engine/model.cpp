@@ -186,12 +186,12 @@ std::vector<int32_t> Model::tokenize(const std::string& text, bool add_bos, bool
     return tokens;
 }
 
-std::string Model::piece(int32_t token) const {
+std::string Model::piece(int32_t token, bool special) const {
     char buf[256];
-    const int32_t n = llama_token_to_piece(vocab_, token, buf, sizeof buf, /*lstrip=*/0, /*special=*/false);
+    const int32_t n = llama_token_to_piece(vocab_, token, buf, sizeof buf, /*lstrip=*/0, special);
     if (n < 0) {
         std::string big(static_cast<size_t>(-n), '\0');
-        llama_token_to_piece(vocab_, token, big.data(), -n, 0, false);
+        llama_token_to_piece(vocab_, token, big.data(), -n, 0, special);
         return big;
     }
     return std::string(buf, static_cast<size_t>(n));

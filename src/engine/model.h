@@ -45,7 +45,8 @@ public:
     // parse_special: text like "<|eot_id|>" becomes that special token (prompts, as llama.cpp's server),
     // not its characters.
     std::vector<int32_t> tokenize(const std::string& text, bool add_bos, bool parse_special = false) const;
-    std::string piece(int32_t token) const;  // the token's text as it appears in output
+    // The token's text as it appears in output; `special`: control tokens too (a chat template's markers).
+    std::string piece(int32_t token, bool special = false) const;
     // The text of generated tokens: their pieces, end-of-generation tokens left out.
     std::string text(std::span<const int32_t> tokens) const;
     bool is_end_of_generation(int32_t token) const;

@@ -73,6 +73,10 @@ void validate(const GenerationOptions& options) {
     if (!(s.top_p > 0.0f && s.top_p <= 1.0f)) throw Error(fmt::format("top-p must be in (0, 1], got {}", s.top_p));
     if (options.logprobs && (*options.logprobs < 0 || *options.logprobs > kMaxTopLogprobs))
         throw Error(fmt::format("top logprobs must be in 0..{}, got {}", kMaxTopLogprobs, *options.logprobs));
+    if (options.judge_span.needs_markers())
+        throw Error("judge span 'think' has no markers: give them (think:OPEN,CLOSE) or read them from the chat template");
+    if (options.judge_span.kind == JudgeSpan::Kind::Until && (options.judge_span.close.size() != 1 || options.judge_span.close[0].empty()))
+        throw Error("judge span 'until:' needs a string after the colon (until:The answer is)");
 }
 
 std::string_view to_string(StopReason reason) {
@@ -93,6 +97,7 @@ Sequence::Sequence(int32_t id, GenerationOptions options)
       draft_budget_(options_.draft_max),
       rng_(options_.sampling.seed),
       stream_(options_.stop_strings),
+      span_(options_.judge_span),
       acceptance_(options_.sampling, *judge_) {}
 
 SpeculativeDecoder::SpeculativeDecoder(const Model& target, const Model* draft, const ContextOptions& options)
@@ -148,6 +153,10 @@ Sequence SpeculativeDecoder::start(int32_t id, std::vector<int32_t> prompt_token
     stats.prompt_seconds = seconds_since(start);
     stats.prompt_cached_tokens = target_reused;
     seq.tokens_ = std::move(prompt_tokens);
+    // A reasoning span may open in the prompt (templates that start the answer with <think>); an until
+    // span counts the output alone (a prompt's exemplars hold the string too).
+    if (seq.options_.judge_span.kind == JudgeSpan::Kind::Between)
+        for (const int32_t token : seq.tokens_) seq.span_.feed(target_.piece(token, /*special=*/true));
     seq.target_cached_ = seq.draft_cached_ = to_int(seq.tokens_.size()) - 1;
     seq.finished_ = seq.options_.max_tokens == 0;
     return seq;
@@ -415,6 +424,7 @@ void SpeculativeDecoder::judge_emit_roll_back(Sequence& seq, const StepCallback&
             if (!seq.options_.sampling.greedy())
                 p.draft_probabilities = std::span<const float>(seq.draft_probs_.data() + static_cast<size_t>(i) * n, n);
             p.draft_token = seq.drafted_[static_cast<size_t>(i)];
+            if (!seq.draft_in_span_.empty()) p.in_span = seq.draft_in_span_[static_cast<size_t>(i)] != 0;
             if (seq.judge_->needs_hidden_states()) {
                 const size_t n_embd = static_cast<size_t>(decoder.draft_ctx_->model().n_embd());
                 p.draft_hidden = std::span<const float>(seq.draft_hidden_.data() + static_cast<size_t>(i) * n_embd, n_embd);
@@ -424,6 +434,13 @@ void SpeculativeDecoder::judge_emit_roll_back(Sequence& seq, const StepCallback&
         }
     } positions(*this, seq);
 
+    // Where the span is open for each draft, as if every draft before it were kept (a draft is judged only
+    // then): the tracker runs ahead on a copy.
+    seq.draft_in_span_.clear();
+    if (!options.judge_span.is_all()) {
+        SpanTracker ahead = seq.span_;
+        for (const int32_t token : seq.drafted_) seq.draft_in_span_.push_back(ahead.feed_and_check(target_.piece(token, true)));
+    }
     const StepOutcome outcome = seq.acceptance_.run(k, positions, positions.target_logits(k), seq.rng_);
     // What this step's γ was chosen on (approximately: other sequences' steps may have moved the prior since).
     const double acceptance_estimate =
@@ -437,6 +454,7 @@ void SpeculativeDecoder::judge_emit_roll_back(Sequence& seq, const StepCallback&
     stats.accepted += outcome.accepted;
     stats.relaxed_accepted += outcome.relaxed_accepted;
     stats.judge_seconds += outcome.judge_seconds;
+    stats.span_blocked += outcome.span_blocked;
     if (observer_) {
         const std::span<const PositionVerdict> verdicts = seq.acceptance_.verdicts();
         for (size_t i = 0; i < verdicts.size(); ++i) {
@@ -466,6 +484,7 @@ void SpeculativeDecoder::judge_emit_roll_back(Sequence& seq, const StepCallback&
                 token_logprobs(target_ctx_.logits(seq.verify_row_ + to_int(n_emitted)), token, *options.logprobs));
         ++stats.emitted;
         ++n_emitted;
+        if (!options.judge_span.is_all() && !seq.span_.feed_and_check(target_.piece(token, true))) ++stats.outside_span;
         result.tokens.push_back(token);
         seq.tokens_.push_back(token);
         if (seq.stream_.append(target_.piece(token))) {

@@ -19,6 +19,7 @@
 #include "core/acceptance.h"
 #include "core/draft_length.h"
 #include "core/judge.h"
+#include "core/judge_span.h"
 #include "core/judged_position.h"
 #include "core/sampling.h"
 #include "core/stats.h"
@@ -40,6 +41,9 @@ struct GenerationOptions {
     SamplingParams sampling;        // temperature, top-k, top-p, seed; the same for draft and target
     std::vector<std::string> stop_strings;  // stop when the text contains one (it is cut off)
     std::shared_ptr<const Judge> judge;     // the verification rule; null: vanilla
+    // Where the judge may relax; outside, the exact test alone. A `think` span must have its markers
+    // (resolve_judge_span in engine/chat_template.h reads them from the model's template).
+    JudgeSpan judge_span;
     // Keep the sequence's cache cells when it finishes, and start a later sequence on the same id from the
     // longest prefix its prompt shares with them (llama-server's cache_prompt): only the rest is prefilled.
     bool cache_prompt = false;
@@ -109,6 +113,8 @@ private:
     DraftProbe probe_;              // Auto: drafts again now and then after choosing target-only
     Rng rng_;
     TextStream stream_;
+    SpanTracker span_;              // the judge span over the prompt (think spans) and the output so far
+    std::vector<uint8_t> draft_in_span_;  // per drafted token this step: the span is open before and after it
     AcceptanceStep acceptance_;
     bool finished_ = false;
     GenerationResult result_;

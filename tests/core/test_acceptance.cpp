@@ -65,6 +65,42 @@ TEST(AcceptanceStep, GreedyStopsAtTheFirstMismatch) {
     EXPECT_EQ(always.calls, 2);
 }
 
+TEST(AcceptanceStep, OutsideTheJudgeSpanOnlyTheExactTestKeepsADraft) {
+    // argmax p: 2, 0, 1; bonus 3. Every draft but the first is wrong; the judge would relax them all.
+    const std::vector<std::vector<float>> target{{0, 1, 5, 0}, {4, 1, 0, 0}, {0, 3, 1, 0}, {0, 0, 0, 9}};
+    const std::vector<float> draft(4, 0.0f);
+    const std::vector<int32_t> tokens{2, 3, 0};
+    AlwaysRelaxed always;
+    AcceptanceStep step(SamplingParams{}, always);
+    Rng rng(0);
+    const auto run = [&](std::vector<bool> in_span) {
+        return step.run(3, [&](int32_t i) {
+            DraftPosition p = position(target[i], draft, tokens[i]);
+            p.in_span = in_span[i];
+            return p;
+        }, target[3], rng);
+    };
+    StepOutcome outcome = run({true, true, true});
+    EXPECT_EQ(outcome.accepted, 3);
+    EXPECT_EQ(outcome.span_blocked, 0);
+    // The span closes after d_1: d_2 (wrong) is rejected although the judge relaxes it, and the target's
+    // own token follows; the refused relaxation is counted.
+    outcome = run({true, false, false});
+    EXPECT_EQ(outcome.accepted, 1);
+    EXPECT_EQ(outcome.relaxed_accepted, 0);
+    EXPECT_EQ(outcome.next_token, 0);
+    EXPECT_EQ(outcome.span_blocked, 1);
+    ASSERT_EQ(step.verdicts().size(), 2u);
+    EXPECT_EQ(step.verdicts()[1].verdict, Verdict::Rejected);
+    EXPECT_FALSE(step.verdicts()[1].in_span);
+    EXPECT_TRUE(step.verdicts()[1].decision.relaxed);
+    // A correct draft outside the span is kept by the exact test as always.
+    outcome = run({false, true, true});
+    EXPECT_EQ(outcome.accepted, 3);
+    EXPECT_EQ(outcome.relaxed_accepted, 2);
+    EXPECT_FALSE(step.verdicts()[0].in_span);
+}
+
 // Stochastic vanilla (γ = 1): d ~ q, then accept or replace. The first emitted token must follow p.
 // 200k seeded steps; Pearson's χ² against p over p's support, and no token outside it.
 void expect_first_token_follows_target(const std::vector<double>& p, const std::vector<double>& q) {

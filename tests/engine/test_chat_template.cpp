@@ -108,5 +108,34 @@ TEST(ChatTemplate, BadChoicesAndTemplatesAreOneLineErrors) {
     EXPECT_EQ(strict.apply({{"user", "hi"}}), "hi");
 }
 
+TEST(ChatTemplate, ReasoningMarkersComeFromTheTemplateAsLlamaCppReadsThem) {
+    const std::string vocab = kLlamaModels + "/ggml-vocab-qwen2.gguf";
+    const auto template_file = [&](const std::string& name) { return kLlamaModels + "/templates/" + name + ".jinja"; };
+    for (const std::string& name : {std::string("Qwen-Qwen3-0.6B"), std::string("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B"),
+                                    std::string("Qwen-Qwen2.5-7B-Instruct")})
+        if (!std::filesystem::exists(template_file(name)) || !std::filesystem::exists(vocab)) GTEST_SKIP() << "no " << name;
+    ModelOptions vocab_only;
+    vocab_only.vocab_only = true;
+    const Model model(vocab, vocab_only);
+    for (const std::string& name : {std::string("Qwen-Qwen3-0.6B"), std::string("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B")}) {
+        const JudgeSpan span = resolve_judge_span(JudgeSpan::parse("think"), ChatTemplate(model, template_file(name)));
+        EXPECT_EQ(span.open, "<think>") << name;
+        ASSERT_FALSE(span.close.empty()) << name;
+        EXPECT_EQ(span.close.front(), "</think>") << name;
+    }
+    // A template without a reasoning span: a one-line error that says what to do instead.
+    try {
+        resolve_judge_span(JudgeSpan::parse("think"), ChatTemplate(model, template_file("Qwen-Qwen2.5-7B-Instruct")));
+        ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+        const std::string message = e.what();
+        EXPECT_NE(message.find("marks no reasoning span"), std::string::npos) << message;
+        EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+    }
+    // Given markers and other spans pass through unchanged.
+    EXPECT_EQ(resolve_judge_span(JudgeSpan::parse("think:<a>,</a>"), ChatTemplate(model, "")).to_string(), "think:<a>,</a>");
+    EXPECT_EQ(resolve_judge_span(JudgeSpan::parse("until:x"), model).to_string(), "until:x");
+}
+
 }  // namespace
 }  // namespace klspec

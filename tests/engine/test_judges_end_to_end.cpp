@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <functional>
 
 #include <nlohmann/json.hpp>
 
@@ -20,6 +21,7 @@ GenerationResult run(const JudgeOptions& judge_options, const std::string& promp
     const Model draft(test::kDraftQ4);
     GenerationOptions options;
     options.judge = make_judge(judge_options);
+    options.judge_span = judge_options.span;
     options.max_tokens = 64;
     options.draft_max = 8;
     ContextOptions context;
@@ -96,6 +98,77 @@ TEST(JudgesEndToEnd, AutoJudgeReadsTargetHiddenStates) {
     }
     EXPECT_GT(relaxed, 0);
     EXPECT_GT(rejected_after_mismatch, 0);
+}
+
+// Teacher-forced over prompt + output, how many output tokens the independent `outside(text so far)`
+// puts outside the span, and how many of those are not the target's own greedy choice (its argmax, or a
+// near tie: the forward pass's logits differ from the verification batch's in the last bits).
+struct SpanCheck {
+    int outside = 0;
+    int not_target_choice = 0;
+};
+SpanCheck check_outside_span(const std::string& prompt, const GenerationResult& result,
+                             const std::function<bool(const std::string&)>& outside) {
+    const Model target(test::kTargetModel);
+    ContextOptions context;
+    context.n_ctx = 256;
+    context.n_threads = 1;
+    SpeculativeDecoder decoder(target, nullptr, context);
+    std::vector<int32_t> tokens = target.tokenize(prompt, true, true);
+    const size_t n_prompt = tokens.size();
+    tokens.insert(tokens.end(), result.tokens.begin(), result.tokens.end());
+    const ForwardResult forward = decoder.forward(ModelRole::Target, tokens, false);
+    const size_t n_vocab = static_cast<size_t>(forward.n_vocab);
+    SpanCheck check;
+    std::string text;
+    for (size_t j = 0; j < result.tokens.size(); ++j) {
+        text += target.piece(result.tokens[j]);
+        if (!outside(text)) continue;
+        ++check.outside;
+        const std::span<const float> row(forward.logits.data() + (n_prompt + j - 1) * n_vocab, n_vocab);
+        const int32_t best = argmax(row);
+        const float gap = row[static_cast<size_t>(best)] - row[static_cast<size_t>(result.tokens[j])];
+        check.not_target_choice += gap >= test::kNearTieGap;
+    }
+    return check;
+}
+
+TEST(JudgesEndToEnd, OutsideTheJudgeSpanEveryTokenIsTheTargetsChoice) {
+    // KL with a huge τ and no mask relaxes nearly every disagreement; the span confines it.
+    JudgeOptions kl = rule("kl");
+    kl.threshold = 1e6;
+    kl.confidence_mask = 1.0;
+    const auto after_first_period = [](const std::string& text) { return text.find('.') != std::string::npos; };
+    for (const std::string& prompt : kPrompts) {
+        // until: relax the first sentence only.
+        kl.span = JudgeSpan::parse("until:.");
+        const GenerationResult until = run(kl, prompt);
+        const SpanCheck until_check = check_outside_span(prompt, until, after_first_period);
+        EXPECT_GT(until_check.outside, 10) << prompt;
+        EXPECT_EQ(until_check.not_target_choice, 0) << prompt;
+        EXPECT_EQ(until.stats.outside_span, until_check.outside) << prompt;
+        EXPECT_GT(until.stats.span_blocked, 0) << prompt;  // the judge wanted to relax out there
+
+        // think: open after the last "upon" (the first prompt opens it), closed by "park" (the second
+        // prompt's, or the first story's third sentence).
+        kl.span = JudgeSpan::parse("think:upon,park");
+        const GenerationResult think = run(kl, prompt);
+        const auto closed = [&prompt](const std::string& text) {
+            const std::string all = prompt + text;
+            const size_t open = all.rfind("upon"), close = all.rfind("park");
+            return open == std::string::npos || (close != std::string::npos && close > open);
+        };
+        const SpanCheck think_check = check_outside_span(prompt, think, closed);
+        EXPECT_GT(think_check.outside, 10) << prompt;
+        EXPECT_EQ(think_check.not_target_choice, 0) << prompt;
+        if (prompt.find("upon") != std::string::npos) EXPECT_GT(think.stats.relaxed_accepted, 0) << prompt;
+
+        // The check has teeth: relaxing the whole output leaves the target's choice after the period.
+        kl.span = JudgeSpan{};
+        const GenerationResult all = run(kl, prompt);
+        EXPECT_GT(all.stats.relaxed_accepted, 0) << prompt;
+        EXPECT_GT(check_outside_span(prompt, all, after_first_period).not_target_choice, 0) << prompt;
+    }
 }
 
 }  // namespace
