@@ -45,6 +45,11 @@ std::vector<std::string> read_api_keys(const std::string& path) {
 std::atomic<bool> stop_requested = false;
 static_assert(std::atomic<bool>::is_always_lock_free);
 
+// "kl", or "kl inside think" when a span confines it.
+std::string judge_description(const Judge& judge, const JudgeSpan& span) {
+    return span.is_all() ? std::string(judge.name()) : fmt::format("{} inside {}", judge.name(), span.to_string());
+}
+
 void run_serve(const ServeOptions& options) {
     server::ServerOptions server_options = options.server;
     if (!options.api_key_file.empty()) {  // before the models load: a bad file fails at once
@@ -52,7 +57,9 @@ void run_serve(const ServeOptions& options) {
     }
     RunOptions run = options.run;
     run.context.n_sequences = options.server.slots;
+    run.judge.span = {};  // the server resolves a `think` span with the chat template it applies
     DecodingSession session = open_session(run);
+    session.generation.judge_span = options.run.judge.span;
     server_options.model_name = std::filesystem::path(session.target->path()).stem().string();
     GenerationOptions generation = session.generation;
     generation.cache_prompt = !options.no_cache_prompt;
@@ -75,7 +82,8 @@ void run_serve(const ServeOptions& options) {
     });
     std::printf("klspec serve: listening on http://%s:%d (model %s, %d slots, judge %s, chat template %s)\n",
                 server_options.host.c_str(), port, server_options.model_name.c_str(), server_options.slots,
-                std::string(session.generation.judge->name()).c_str(), server.chat_template().origin().c_str());
+                judge_description(*session.generation.judge, options.run.judge.span).c_str(),
+                server.chat_template().origin().c_str());
     std::fflush(stdout);
     server.listen();
     serving = false;

@@ -34,29 +34,32 @@ DecodingSession open_sweep_session(const SweepRunOptions& options, const std::ve
 nlohmann::json sweep_settings(const SweepRunOptions& options, const DecodingSession& session, const PromptFormat& format) {
     const GenerationOptions& g = session.generation;
     const JudgeOptions& j = options.run.judge;
-    return {{"target", session.target->path()},
-            {"draft", session.draft->path()},
-            {"dataset", options.dataset.name_or_path},
-            {"split", options.dataset.split},
-            {"full_split", options.dataset.full_split},
-            {"limit", options.dataset.limit},
-            {"chat", format.chat},
-            {"few_shot", format.few_shot},
-            {"max_tokens", g.max_tokens},
-            {"draft_max", g.draft_max},
-            {"draft_min", g.draft_min},
-            {"draft_p_min", g.draft_p_min},
-            {"draft_policy", draft_policy_name(g.draft_policy)},
-            {"temperature", g.sampling.temperature},
-            {"top_k", g.sampling.top_k},
-            {"top_p", g.sampling.top_p},
-            {"seed", g.sampling.seed},
-            {"stop", g.stop_strings},
-            {"confidence_mask", j.confidence_mask},
-            {"judge_head", j.head_path},
-            {"judge_window", j.window ? nlohmann::json(*j.window) : nlohmann::json()},
-            {"threads", options.run.context.n_threads},
-            {"parallel", options.parallel}};
+    nlohmann::json settings = {{"target", session.target->path()},
+                               {"draft", session.draft->path()},
+                               {"dataset", options.dataset.name_or_path},
+                               {"split", options.dataset.split},
+                               {"full_split", options.dataset.full_split},
+                               {"limit", options.dataset.limit},
+                               {"chat", format.chat},
+                               {"few_shot", format.few_shot},
+                               {"max_tokens", g.max_tokens},
+                               {"draft_max", g.draft_max},
+                               {"draft_min", g.draft_min},
+                               {"draft_p_min", g.draft_p_min},
+                               {"draft_policy", draft_policy_name(g.draft_policy)},
+                               {"temperature", g.sampling.temperature},
+                               {"top_k", g.sampling.top_k},
+                               {"top_p", g.sampling.top_p},
+                               {"seed", g.sampling.seed},
+                               {"stop", g.stop_strings},
+                               {"confidence_mask", j.confidence_mask},
+                               {"judge_head", j.head_path},
+                               {"judge_window", j.window ? nlohmann::json(*j.window) : nlohmann::json()},
+                               {"threads", options.run.context.n_threads},
+                               {"parallel", options.parallel}};
+    // Only when set: sweeps stored before spans existed relaxed everywhere and stay resumable.
+    if (!g.judge_span.is_all()) settings["judge_span"] = g.judge_span.to_string();
+    return settings;
 }
 
 std::vector<Problem> load_scored_problems(const DatasetChoice& dataset) {

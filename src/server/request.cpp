@@ -206,6 +206,19 @@ CompletionRequest parse_object(const json& body, Endpoint endpoint, const Reques
     } catch (const Error& e) {
         throw bad_field(judge_error_param(e.what()), e.what());
     }
+    if (const std::optional<std::string> span = string_field(body, "judge_span")) {
+        try {
+            gen.judge_span = JudgeSpan::parse(*span);
+        } catch (const Error& e) {
+            throw bad_field("judge_span", e.what());
+        }
+        if (gen.judge_span.needs_markers()) {
+            if (defaults.reasoning_span.needs_markers())
+                throw bad_field("judge_span", "judge_span 'think': the server's chat template marks no reasoning span; "
+                                              "give the markers (think:<think>,</think>) or use until:STRING");
+            gen.judge_span = defaults.reasoning_span;
+        }
+    }
     try {
         validate(gen);
     } catch (const Error& e) {

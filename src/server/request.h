@@ -35,6 +35,9 @@ struct RequestDefaults {
     GenerationOptions generation;  // its judge is ignored: `judge` below describes it
     JudgeOptions judge;
     int32_t n_ctx = 2048;  // a max_tokens above the context is clamped to it (the context stops generation anyway)
+    // A request's judge_span "think": the reasoning span of the server's chat template (needs_markers()
+    // when the template has none).
+    JudgeSpan reasoning_span = JudgeSpan::parse("think");
 };
 
 struct CompletionRequest {
@@ -47,7 +50,7 @@ struct CompletionRequest {
 };
 
 // Parses and validates a body. Fields: prompt | messages, judge, judge_threshold, judge_topk,
-// confidence_mask, draft_max, draft_policy (auto | fixed | adaptive | off), temperature, top_k, top_p, seed, max_tokens,
+// confidence_mask, judge_span (all | until:STRING | think | think:OPEN,CLOSE), draft_max, draft_policy (auto | fixed | adaptive | off), temperature, top_k, top_p, seed, max_tokens,
 // stop (string or array), stream, stream_options ({"include_usage": bool}, only with stream, as OpenAI), logprobs
 // (completions: an integer; chat: a boolean, with top_logprobs), cache_prompt (a boolean);
 // others (model, user, ...) are ignored as OpenAI clients send them.

@@ -39,13 +39,25 @@ json usage_json(const GenerationStats& stats) {
             {"prompt_tokens_details", {{"cached_tokens", stats.prompt_cached_tokens}}}};
 }
 
-json speculative_json(const GenerationStats& stats, std::string_view judge) {
-    return {{"judge", judge},
-            {"drafted", stats.drafted},
-            {"accepted", stats.accepted},
-            {"relaxed", stats.relaxed_accepted},
-            {"target_calls", stats.target_calls},
-            {"mat", stats.mat()}};
+// The judge a response names: its rule and where it could relax.
+struct JudgeEcho {
+    std::string rule;
+    std::string span;
+};
+
+json speculative_json(const GenerationStats& stats, const JudgeEcho& judge) {
+    json out = {{"judge", judge.rule},
+                {"judge_span", judge.span},
+                {"drafted", stats.drafted},
+                {"accepted", stats.accepted},
+                {"relaxed", stats.relaxed_accepted},
+                {"target_calls", stats.target_calls},
+                {"mat", stats.mat()}};
+    if (judge.span != "all") {
+        out["outside_span"] = stats.outside_span;
+        out["span_blocked"] = stats.span_blocked;
+    }
+    return out;
 }
 
 json provenance_json(const std::vector<TokenOrigin>& origins) {
@@ -115,7 +127,7 @@ struct ResponseHead {
     }
 };
 
-json completion_json(const ResponseHead& head, const GenerationResult& result, std::string_view judge) {
+json completion_json(const ResponseHead& head, const GenerationResult& result, const JudgeEcho& judge) {
     json choice = {{"index", 0}, {"finish_reason", finish_reason(result.stop_reason)}};
     const bool chat = head.endpoint == Endpoint::ChatCompletions;
     if (chat) {
@@ -133,7 +145,7 @@ json completion_json(const ResponseHead& head, const GenerationResult& result, s
 
 // A streamed chunk: text, the provenance of the tokens behind it and the text cut into one span per token
 // (the page at GET / colours these), or with the final chunk the finish reason, usage and statistics.
-json chunk_json(const ResponseHead& head, const Delta& delta, const GenerationResult* result, std::string_view judge,
+json chunk_json(const ResponseHead& head, const Delta& delta, const GenerationResult* result, const JudgeEcho& judge,
                 bool first, size_t& text_offset) {
     json choice = {{"index", 0}, {"finish_reason", result ? json(finish_reason(result->stop_reason)) : json(nullptr)}};
     const bool chat = head.endpoint == Endpoint::ChatCompletions;
@@ -193,6 +205,12 @@ Server::Server(SpeculativeDecoder& decoder, RequestDefaults defaults, ServerOpti
     const size_t threads = std::max<size_t>(16, 4 * static_cast<size_t>(options_.slots));
     http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     http_->set_payload_max_length(options_.max_body_bytes);
+    // A `think` span reads its markers from the template the server applies (--chat-template or the model's).
+    if (const std::optional<ChatTemplate::ReasoningMarkers> markers = chat_template_.reasoning_markers()) {
+        defaults_.reasoning_span.open = markers->open;
+        defaults_.reasoning_span.close = markers->close;
+    }
+    defaults_.generation.judge_span = resolve_judge_span(defaults_.generation.judge_span, chat_template_);
     add_routes();
 }
 
@@ -368,7 +386,8 @@ json Server::props_json() const {
                          {"judge", judge.rule},
                          {"judge_threshold", or_null(threshold)},
                          {"judge_topk", or_null(judge.topk)},
-                         {"confidence_mask", judge.confidence_mask}};
+                         {"confidence_mask", judge.confidence_mask},
+                         {"judge_span", gen.judge_span.to_string()}};
     return {{"model_alias", options_.model_name},
             {"model_path", decoder_.target().path()},
             {"total_slots", scheduler_.slots()},
@@ -403,7 +422,7 @@ void Server::handle_completion(Endpoint endpoint, const httplib::Request& http_r
             return reject(response, ApiError{400, e.what(), "invalid_request_error", "messages", "chat_template_error"});
         }
     }
-    const std::string judge(request.generation.judge->name());
+    const JudgeEcho judge{std::string(request.generation.judge->name()), request.generation.judge_span.to_string()};
     const Model* tokenizer = request.generation.logprobs ? &decoder_.target() : nullptr;
     auto channel = std::make_shared<RequestChannel>(std::move(request.prompt), std::move(request.generation));
     scheduler_.submit(channel);

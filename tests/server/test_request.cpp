@@ -67,6 +67,26 @@ TEST(ServerRequest, FieldsOverrideTheDefaults) {
     EXPECT_TRUE(request.stream);
 }
 
+TEST(ServerRequest, JudgeSpanTakesTheServersReasoningMarkersForThink) {
+    RequestDefaults defaults = server_defaults();
+    EXPECT_TRUE(parse_ok(R"({"prompt": "x"})").generation.judge_span.is_all());
+    EXPECT_EQ(parse_ok(R"({"prompt": "x", "judge_span": "until:The answer is"})").generation.judge_span.to_string(),
+              "until:The answer is");
+    EXPECT_EQ(parse_ok(R"({"prompt": "x", "judge_span": "think:<a>,</a>"})").generation.judge_span.to_string(), "think:<a>,</a>");
+    // think: the markers of the server's template, or a 400 when it has none.
+    const ApiError none = parse_error(R"({"prompt": "x", "judge_span": "think"})");
+    EXPECT_EQ(none.status, 400);
+    EXPECT_EQ(none.param, "judge_span");
+    EXPECT_NE(none.message.find("marks no reasoning span"), std::string::npos) << none.message;
+    defaults.reasoning_span = JudgeSpan::parse("think:<think>,</think>");
+    EXPECT_EQ(parse_ok(R"({"prompt": "x", "judge_span": "think"})", Endpoint::Completions, defaults).generation.judge_span.to_string(),
+              "think:<think>,</think>");
+    const std::pair<const char*, const char*> bad[] = {{R"({"prompt": "x", "judge_span": "until:"})", "judge_span"},
+                                                       {R"({"prompt": "x", "judge_span": "sometimes"})", "judge_span"},
+                                                       {R"({"prompt": "x", "judge_span": 3})", "judge_span"}};
+    expect_400_naming_the_field(bad);
+}
+
 TEST(ServerRequest, MalformedJsonIs400) {
     for (const char* body : {"{", "not json", R"({"prompt": "x",})", ""}) {
         const ApiError error = parse_error(body);

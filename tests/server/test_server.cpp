@@ -208,6 +208,34 @@ TEST_F(ServerTest, CompletionEqualsGenerate) {
     EXPECT_GT(spec.at("mat").get<double>(), 1.0);
 }
 
+// A request's judge span is echoed with what it kept exact, plain and streamed; outside it every token is
+// the target's, so a loose KL confined to a span that closes at once decodes as vanilla.
+TEST_F(ServerTest, JudgeSpanIsEchoedAndConfinesTheRule) {
+    const json loose = {{"prompt", "Once upon a time"}, {"max_tokens", 48}, {"judge", "kl"}, {"judge_threshold", 1e6},
+                        {"confidence_mask", 1.0}, {"draft_policy", "fixed"}};
+    const HttpReply vanilla = post("/v1/completions", json{{"prompt", "Once upon a time"}, {"max_tokens", 48}, {"draft_policy", "fixed"}});
+    ASSERT_EQ(vanilla.status, 200) << vanilla.body;
+    json confined = loose;
+    confined["judge_span"] = "until:,";  // the story's first comma comes at once
+    for (const bool stream : {false, true}) {
+        confined["stream"] = stream;
+        const HttpReply reply = post("/v1/completions", confined);
+        ASSERT_EQ(reply.status, 200) << reply.body;
+        const json spec = stream ? json::parse(sse_events(reply.body).end()[-2]).at("speculative") : reply.parsed().at("speculative");
+        EXPECT_EQ(spec.at("judge"), "kl");
+        EXPECT_EQ(spec.at("judge_span"), "until:,");
+        EXPECT_GT(spec.at("outside_span").get<int>(), 40);
+        EXPECT_GT(spec.at("span_blocked").get<int>(), 0);
+        EXPECT_EQ(spec.at("relaxed"), 0);
+        if (!stream) EXPECT_EQ(reply.parsed().at("choices").at(0).at("text"), vanilla.parsed().at("choices").at(0).at("text"));
+    }
+    const HttpReply everywhere = post("/v1/completions", loose);
+    ASSERT_EQ(everywhere.status, 200) << everywhere.body;
+    EXPECT_EQ(everywhere.parsed().at("speculative").at("judge_span"), "all");
+    EXPECT_GT(everywhere.parsed().at("speculative").at("relaxed").get<int>(), 0);
+    EXPECT_FALSE(everywhere.parsed().at("speculative").contains("outside_span"));
+}
+
 // logprobs in OpenAI's shapes, plain and streamed, equal to the engine's (the target's log-softmax at every
 // emitted token, relaxed ones included).
 TEST_F(ServerTest, LogprobsInOpenAIsShapesPlainAndStreamed) {
