@@ -18,6 +18,7 @@
 
 #include "core/error.h"
 #include "core/judge_factory.h"
+#include "engine/chat_template.h"
 #include "engine/speculative_decoder.h"
 #include "eval/batch_decoding.h"
 
@@ -53,7 +54,7 @@ struct DecodingRequest {
 };
 
 // The keyword arguments of generate, generate_batch and stream. Defaults are `klspec generate`'s.
-DecodingRequest decoding_request(const py::kwargs& kwargs) {
+DecodingRequest decoding_request(const py::kwargs& kwargs, const Model& target) {
     DecodingRequest request;
     GenerationOptions& generation = request.generation;
     generation.draft_policy = DraftPolicy::Auto;
@@ -67,6 +68,7 @@ DecodingRequest decoding_request(const py::kwargs& kwargs) {
         else if (name == "window") judge.window = optional_arg<int32_t>(value);
         else if (name == "confidence_mask") judge.confidence_mask = optional_arg<double>(value).value_or(judge.confidence_mask);
         else if (name == "head") judge.head_path = optional_arg<std::string>(value).value_or("");
+        else if (name == "judge_span") generation.judge_span = JudgeSpan::parse(value.cast<std::string>());
         else if (name == "max_tokens") generation.max_tokens = value.cast<int32_t>();
         else if (name == "draft_max") generation.draft_max = value.cast<int32_t>();
         else if (name == "draft_min") generation.draft_min = value.cast<int32_t>();
@@ -87,6 +89,7 @@ DecodingRequest decoding_request(const py::kwargs& kwargs) {
         else throw py::type_error(fmt::format("unexpected keyword argument '{}'", name));
     }
     generation.judge = make_judge(judge);
+    generation.judge_span = resolve_judge_span(std::move(generation.judge_span), target);
     validate(generation);
     return request;
 }
@@ -115,6 +118,7 @@ struct Trace {
         out["accepted"] = column([](const JudgedPosition& p) { return p.verdict.verdict != Verdict::Rejected; });
         out["relaxed"] = column([](const JudgedPosition& p) { return p.verdict.verdict == Verdict::Relaxed; });
         out["judged"] = column([](const JudgedPosition& p) { return p.verdict.judged; });
+        out["in_span"] = column([](const JudgedPosition& p) { return p.verdict.in_span; });
         out["statistic"] = column([](const JudgedPosition& p) { return p.verdict.decision.statistic; });
         out["draft_length"] = column([](const JudgedPosition& p) { return p.draft_length; });
         return out;
@@ -157,7 +161,7 @@ public:
     }
 
     Generation generate(const std::string& prompt, const py::kwargs& kwargs) {
-        DecodingRequest request = decoding_request(kwargs);
+        DecodingRequest request = decoding_request(kwargs, *target_);
         Generation out;
         const Use use(*this);
         Tracing tracing(*this, request.trace);
@@ -172,7 +176,7 @@ public:
     }
 
     std::vector<Generation> generate_batch(const std::vector<std::string>& prompts, const py::kwargs& kwargs) {
-        DecodingRequest request = decoding_request(kwargs);
+        DecodingRequest request = decoding_request(kwargs, *target_);
         std::vector<Problem> problems(prompts.size());
         for (size_t i = 0; i < prompts.size(); ++i) problems[i].prompt = prompts[i];
         std::vector<Generation> out(prompts.size());
@@ -277,7 +281,7 @@ class Stream {
 public:
     Stream(py::object engine, const std::string& prompt, const py::kwargs& kwargs)
         : engine_object_(std::move(engine)), engine_(engine_object_.cast<Engine&>()) {
-        DecodingRequest request = decoding_request(kwargs);
+        DecodingRequest request = decoding_request(kwargs, engine_.decoder().target());
         if (request.trace) throw Error("stream records no trace: use generate(..., trace=True)");
         use_.emplace(engine_);
         sequence_ = engine_.decoder().start(0, prompt, std::move(request.generation));
@@ -335,7 +339,8 @@ py::list rules() {
 
 constexpr const char* kDecodingArguments =
     "Keyword arguments (defaults as `klspec generate`): judge='vanilla', threshold, topk, max_tv, window, "
-    "confidence_mask (0.9), head (the autojudge head file), max_tokens=128, draft_max=16, draft_min=0, "
+    "confidence_mask (0.9), head (the autojudge head file), judge_span='all' ('until:STRING', 'think', "
+    "'think:OPEN,CLOSE': where the rule may relax), max_tokens=128, draft_max=16, draft_min=0, "
     "draft_p_min=0.0, draft_policy='auto' ('fixed', 'adaptive', 'off'), temperature=0.0, top_k=0, top_p=1.0, "
     "seed=0, stop=[...], logprobs (top alternatives per token, 0..20), trace=False (result.trace: the judged "
     "positions as numpy arrays).";
@@ -358,6 +363,9 @@ PYBIND11_MODULE(_klspec, m) {
         .def_readonly("accepted", &GenerationStats::accepted)
         .def_readonly("relaxed_accepted", &GenerationStats::relaxed_accepted)
         .def_readonly("target_only_steps", &GenerationStats::target_only_steps)
+        .def_readonly("outside_span", &GenerationStats::outside_span, "tokens emitted outside the judge span")
+        .def_readonly("span_blocked", &GenerationStats::span_blocked,
+                      "positions outside the judge span that the rule would have relaxed")
         .def_readonly("prompt_seconds", &GenerationStats::prompt_seconds)
         .def_readonly("llama_decode_seconds", &GenerationStats::llama_decode_seconds)
         .def_property_readonly("decode_seconds", &GenerationStats::decode_seconds)

@@ -33,6 +33,13 @@ def test_judge_knobs_are_checked(stories):
         stories.generate("Once", judge="kl")
 
 
+def test_bad_judge_spans(stories):
+    with pytest.raises(klspec.Error, match="unknown judge span 'often'"):
+        stories.generate("Once", judge_span="often")
+    with pytest.raises(klspec.Error, match="marks no reasoning span"):
+        stories.generate("Once", judge_span="think")  # stories260K has no template: chatml has no reasoning
+
+
 def test_rules_table():
     rules = {rule["name"]: rule for rule in klspec.rules()}
     assert list(rules)[0] == "vanilla"

@@ -35,6 +35,17 @@ def test_a_loose_kl_judge_relaxes_positions(stories):
     assert (result.trace["judged"] >= result.trace["relaxed"]).all()
 
 
+def test_a_judge_span_keeps_the_rule_inside_it(stories):
+    options = dict(max_tokens=64, draft_max=4, draft_policy="fixed", judge="kl", threshold=1e9, confidence_mask=1.0,
+                   trace=True)
+    confined = stories.generate("Once upon a time", judge_span="until:.", **options)
+    trace = confined.trace
+    assert confined.stats.outside_span > 0 and confined.stats.span_blocked > 0
+    assert not (trace["relaxed"] & ~trace["in_span"]).any()  # nothing relaxed outside
+    assert (~trace["in_span"] & trace["judged"]).sum() >= confined.stats.span_blocked
+    assert stories.generate("Once upon a time", **options).trace["in_span"].all()
+
+
 def test_batch_traces_are_per_prompt(stories):
     prompts = ["Once upon a time", "Lily wanted a", "The little dog", "One day, Tom"]
     options = dict(max_tokens=16, draft_max=4, draft_policy="fixed", trace=True)
