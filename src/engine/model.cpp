@@ -181,7 +181,7 @@ std::vector<int32_t> Model::tokenize(const std::string& text, bool add_bos, bool
         tokens.resize(static_cast<size_t>(-n));
         n = run();
     }
-    if (n < 0) throw Error("tokenization failed");
+    if (n < 0) throw PromptError("tokenization failed");
     tokens.resize(n);
     return tokens;
 }

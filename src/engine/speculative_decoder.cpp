@@ -131,10 +131,11 @@ Sequence SpeculativeDecoder::start(int32_t id, std::vector<int32_t> prompt_token
     if (seq.judge_->needs_hidden_states() && !draft_ctx_)
         throw Error(fmt::format("the {} rule needs a draft model", seq.judge_->name()));
 
-    if (prompt_tokens.empty()) throw Error("the prompt is empty and the model adds no BOS token");
+    if (prompt_tokens.empty()) throw PromptError("the prompt is empty and the model adds no BOS token");
     if (to_int(prompt_tokens.size()) >= target_ctx_.n_ctx()) {
-        throw Error(fmt::format("the prompt has {} tokens but the context holds {} (raise -c)", prompt_tokens.size(),
-                                target_ctx_.n_ctx()));
+        throw PromptError(fmt::format("the prompt has {} tokens but the context holds {} (raise -c)", prompt_tokens.size(),
+                                      target_ctx_.n_ctx()),
+                          /*exceeds_context=*/true);
     }
     GenerationStats& stats = seq.result_.stats;
     stats.prompt_tokens = to_int(prompt_tokens.size());

@@ -29,6 +29,11 @@ GenerationResult RequestChannel::wait_result() {
     return std::move(result_);
 }
 
+std::optional<ApiError> RequestChannel::failure() {
+    std::lock_guard lock(mutex_);
+    return error_;
+}
+
 void RequestChannel::fail(ApiError error) {
     {
         std::lock_guard lock(mutex_);
@@ -121,7 +126,12 @@ void Scheduler::run() {
         active_.clear();
         for (Slot& slot : slots_)
             if (slot.sequence) active_.push_back(&*slot.sequence);
-        decoder_.step(active_, [this](const StepResult& step) { return step_callback(step); });
+        try {
+            decoder_.step(active_, [this](const StepResult& step) { return step_callback(step); });
+        } catch (const std::exception& e) {
+            fail_active(e);
+            continue;
+        }
         release_finished();
     }
     // Shutting down: nobody is left waiting forever.
@@ -156,7 +166,8 @@ void Scheduler::start_queued() {
                 std::lock_guard lock(mutex_);  // cancel_all() reads slot.request under it
                 slot.request = request;
                 states_[*s].processing = true;
-                states_[*s].judge = request->generation().judge->name();
+                const std::shared_ptr<const Judge>& judge = request->generation().judge;
+                states_[*s].judge = judge ? judge->name() : VanillaJudge::kName;  // null: vanilla
                 states_[*s].prompt_tokens = 0;
             }
             slot.sequence = decoder_.start(static_cast<int32_t>(*s), prompt, request->generation());
@@ -166,26 +177,55 @@ void Scheduler::start_queued() {
                 states_[*s].cached_tokens = static_cast<int32_t>(slot.sequence->result().stats.prompt_cached_tokens);
             }
             request->start();
+        } catch (const PromptError& e) {
+            fail_starting(*request, s, ApiError{400, e.what(), "invalid_request_error", "prompt",
+                                                e.exceeds_context ? "context_length_exceeded" : ""});
         } catch (const Error& e) {
-            // The checks left to the engine: the prompt against the context, and what the judge needs of the
-            // decoder (hidden states, a draft model).
-            const std::string_view reason = e.what();
-            const bool prompt_error = reason.find("the prompt") != std::string_view::npos ||
-                                      reason.find("tokeniz") != std::string_view::npos;
-            const bool too_long = reason.find("the context holds") != std::string_view::npos;
-            request->fail(ApiError{400, e.what(), "invalid_request_error", prompt_error ? "prompt" : "judge",
-                                   too_long ? "context_length_exceeded" : ""});
+            // The other checks left to the engine: what the judge needs of the decoder (hidden states, a draft).
+            fail_starting(*request, s, ApiError{400, e.what(), "invalid_request_error", "judge", ""});
+        } catch (const std::exception& e) {
+            fail_starting(*request, s, ApiError{500, fmt::format("starting the request failed: {}", e.what()), "server_error", "", ""});
+        }
+    }
+}
+
+// The counters and slots are updated before the request learns of its end: a client that reads /metrics
+// or /slots next sees them.
+void Scheduler::fail_starting(RequestChannel& request, std::optional<size_t> slot, ApiError error) {
+    {
+        std::lock_guard lock(mutex_);
+        if (slot) free_slot(*slot);
+        --counters_.active;
+        ++counters_.requests_failed;
+    }
+    request.fail(std::move(error));
+}
+
+void Scheduler::fail_active(const std::exception& cause) {
+    // A failed step leaves no sequence in a state worth continuing: each one's request fails, its slot is
+    // freed (a next sequence on it overwrites its cells) and the server goes on serving.
+    const ApiError error{500, fmt::format("decoding failed: {}", cause.what()), "server_error", "", ""};
+    for (size_t s = 0; s < slots_.size(); ++s) {
+        Slot& slot = slots_[s];
+        if (!slot.request) continue;
+        const std::shared_ptr<RequestChannel> request = slot.request;
+        slot.sequence.reset();
+        slot.spans = {};
+        {
             std::lock_guard lock(mutex_);
-            if (s) {
-                slots_[*s].request.reset();
-                states_[*s].processing = false;
-                states_[*s].judge.clear();
-                states_[*s].cached_tokens = decoder_.cached_tokens(static_cast<int32_t>(*s));
-            }
+            free_slot(s);
             --counters_.active;
             ++counters_.requests_failed;
         }
+        request->fail(error);
     }
+}
+
+void Scheduler::free_slot(size_t s) {
+    slots_[s].request.reset();
+    states_[s].processing = false;
+    states_[s].judge.clear();
+    states_[s].cached_tokens = decoder_.cached_tokens(static_cast<int32_t>(s));
 }
 
 size_t Scheduler::choose_slot(std::span<const int32_t> prompt, bool cache_prompt) const {
@@ -221,10 +261,8 @@ void Scheduler::release_finished() {
         std::shared_ptr<RequestChannel> request;
         {
             std::lock_guard lock(mutex_);
-            request = std::move(slot.request);
-            states_[s].processing = false;
-            states_[s].judge.clear();
-            states_[s].cached_tokens = decoder_.cached_tokens(static_cast<int32_t>(s));
+            request = slot.request;
+            free_slot(s);
             ++counters_.requests_finished;
             counters_.requests_cancelled += result.stop_reason == StopReason::Cancelled;
             counters_.stats += result.stats;

@@ -47,6 +47,8 @@ public:
     Delta wait_delta();
     // Blocks until the request finished; its result.
     GenerationResult wait_result();
+    // Set when the request failed (before it started, or while decoding: its result is then empty).
+    std::optional<ApiError> failure();
     // Marks the client gone: the scheduler stops the sequence after its next step and frees the slot.
     void cancel() { cancelled_ = true; }
     bool cancelled() const { return cancelled_; }
@@ -75,7 +77,7 @@ private:
 struct ServerCounters {
     int64_t requests_finished = 0;  // every request that ran to its end, cancelled ones included
     int64_t requests_cancelled = 0;
-    int64_t requests_failed = 0;    // refused when starting (a prompt over the context, ...)
+    int64_t requests_failed = 0;    // refused when starting (a prompt over the context, ...) or failed decoding
     GenerationStats stats;          // summed over finished requests
     int32_t queued = 0;             // waiting for a slot
     int32_t active = 0;             // in a slot
@@ -122,6 +124,11 @@ private:
     // After a step: hands finished results back and frees their slots.
     void release_finished();
     bool step_callback(const StepResult& step);
+    // A request that could not start: answered with `error`, its slot (if it took one) freed.
+    void fail_starting(RequestChannel& request, std::optional<size_t> slot, ApiError error);
+    // A step threw: every request in a slot fails with a 500, and serving goes on.
+    void fail_active(const std::exception& cause);
+    void free_slot(size_t s);  // under the lock
 
     SpeculativeDecoder& decoder_;
     std::vector<Slot> slots_;

@@ -432,7 +432,9 @@ void Server::handle_completion(Endpoint endpoint, const httplib::Request& http_r
                                 std::chrono::system_clock::now().time_since_epoch()).count(),
                             options_.model_name, endpoint, tokenizer};
     if (!request.stream) {
-        response.set_content(dump(completion_json(head, channel->wait_result(), judge)), kJson);
+        const GenerationResult result = channel->wait_result();
+        if (const std::optional<ApiError> error = channel->failure()) return reject(response, *error);
+        response.set_content(dump(completion_json(head, result, judge)), kJson);
         return;
     }
     response.set_header("Cache-Control", "no-cache");
@@ -442,6 +444,13 @@ void Server::handle_completion(Endpoint endpoint, const httplib::Request& http_r
         [channel, head, judge, include_usage = request.include_usage, in_flight, first = true,
          text_offset = size_t{0}](size_t, httplib::DataSink& sink) mutable {
             const Delta delta = channel->wait_delta();
+            if (const std::optional<ApiError> error = delta.last ? channel->failure() : std::nullopt) {
+                // Failed mid-stream: the error in OpenAI's shape as the last event, as llama-server does.
+                const std::string event = sse(error->to_json());
+                sink.write(event.data(), event.size());
+                sink.done();
+                return true;
+            }
             const GenerationResult result = delta.last ? channel->wait_result() : GenerationResult{};
             if (!delta.text.empty() || !delta.origins.empty() || delta.last) {
                 const std::string chunk = sse(chunk_json(head, delta, delta.last ? &result : nullptr, judge, first, text_offset));
