@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -212,8 +213,14 @@ std::optional<std::string> vocabulary_difference(const Model& target, const Mode
     // common/speculative.cpp (a static function there, so reimplemented here to name the difference).
     const llama_vocab* tv = target.vocab();
     const llama_vocab* dv = draft.vocab();
-    if (llama_vocab_type(tv) != llama_vocab_type(dv))
-        return fmt::format("vocabulary type {} vs {}", static_cast<int>(llama_vocab_type(dv)), static_cast<int>(llama_vocab_type(tv)));
+    if (llama_vocab_type(tv) != llama_vocab_type(dv)) {
+        const auto name = [](enum llama_vocab_type type) {
+            static const char* const kNames[] = {"none", "SPM", "BPE", "WPM", "UGM", "RWKV", "PLaMo-2", "test"};
+            const auto index = static_cast<size_t>(type);
+            return index < std::size(kNames) ? std::string(kNames[index]) : fmt::format("type {}", index);
+        };
+        return fmt::format("vocabulary type {} vs {}", name(llama_vocab_type(dv)), name(llama_vocab_type(tv)));
+    }
     // BOS and EOS are compared only where the tokenizer adds them.
     const bool add_bos = llama_vocab_get_add_bos(tv);
     if (add_bos != llama_vocab_get_add_bos(dv)) return fmt::format("add BOS {} vs {}", !add_bos, add_bos);

@@ -71,7 +71,7 @@ TEST(ChatTemplate, RealFamilyTemplatesRenderAsLlamaCppsBuiltInFormatting) {
 // (tools/server: oaicompat_chat_params_parse, and the server context's chat_params), then its tokenizer
 // with special tokens added and parsed.
 std::string llama_server_prompt(const Model& model, const std::string& template_source, const ChatMessages& chat) {
-    const common_params defaults;
+    const common_params defaults{};
     const common_chat_templates_ptr templates = common_chat_templates_init(model.get(), template_source);
     common_chat_templates_inputs inputs;
     for (const auto& [role, content] : chat) {
@@ -108,7 +108,9 @@ TEST(ChatTemplate, ServesChatPromptIsLlamaServersOnRealFamilies) {
         ASSERT_TRUE(std::filesystem::exists(vocab_path)) << vocab_path;
         ASSERT_TRUE(file.empty() || std::filesystem::exists(file)) << file;
         const Model model(vocab_path, vocab_only);
-        if (jinja.empty()) ASSERT_TRUE(model.chat_template().has_value()) << vocabulary;
+        if (jinja.empty()) {
+            ASSERT_TRUE(model.chat_template().has_value()) << vocabulary;
+        }
         std::string source;
         if (!file.empty()) {
             std::ifstream in(file);

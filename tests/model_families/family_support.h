@@ -41,7 +41,9 @@ public:
     JudgeDecision decide(const DraftPosition& position) const override {
         ++calls;
         EXPECT_EQ(position.target_logits.size(), ids_) << name();
-        if (inner_->needs_distributions()) EXPECT_EQ(position.draft_logits.size(), ids_) << name();
+        if (inner_->needs_distributions()) {
+            EXPECT_EQ(position.draft_logits.size(), ids_) << name();
+        }
         EXPECT_LT(static_cast<size_t>(position.draft_token), ids_) << name();
         return inner_->decide(position);
     }
@@ -57,7 +59,8 @@ private:
 };
 
 // Options for every rule of the table that relax often enough to matter on random-weight models; autojudge
-// gets a head over n_embd-wide hidden states that relaxes where the target's first coordinate is positive.
+// gets a head over n_embd-wide hidden states that relaxes where one of the target's
+// coordinates is positive (one that normal text moves: make_family_model.py's layout).
 inline std::vector<JudgeOptions> every_rule(int32_t n_embd) {
     std::vector<JudgeOptions> all;
     for (const JudgeRule& rule : judge_rules()) {
@@ -68,7 +71,7 @@ inline std::vector<JudgeOptions> every_rule(int32_t n_embd) {
         if (rule.window != Knob::Refused) options.window = 1;
         if (rule.head == Knob::Required) {
             std::vector<double> zeros(2 * size_t(n_embd), 0.0), ones(2 * size_t(n_embd), 1.0), weights(2 * size_t(n_embd), 0.0);
-            weights[size_t(n_embd)] = -4.0;
+            weights[size_t(n_embd) + size_t(n_embd) / 2] = -4.0;  // a target coordinate of the normal tokens' half
             const nlohmann::json head = {{"draft_hidden_size", n_embd}, {"target_hidden_size", n_embd}, {"mean", zeros},
                                          {"scale", ones}, {"weights", weights}, {"bias", 0.0}, {"threshold", 0.5}};
             options.head_path = temp_path("family-head-" + std::to_string(n_embd) + ".json");

@@ -2,8 +2,8 @@
 into OUT (the CTest fixture model_families.make runs this; models already there and newer than both
 scripts are kept):
 
-  OUT/<family>-target.gguf, OUT/<family>-draft.gguf   one pair per family: the same random weights in Q8_0
-                                                        (target) and Q4_0 (draft), the family's tokenizer
+  OUT/<family>-target.gguf, OUT/<family>-draft.gguf   one pair per family: the same random weights in F16
+                                                        (target; its embedding Q8_0) and Q4_0 (draft)
   OUT/pairs/*.gguf                                      the pair-rule cases (tests/model_families/test_pair_rule.cpp)
 
   PYTHONPATH=<llama.cpp>/gguf-py /usr/bin/python3 tests/model_families/make_family_models.py \
@@ -25,9 +25,9 @@ FAMILIES = ["llama-bpe", "qwen2", "qwen35", "gemma-4", "phi-3", "deepseek-llm", 
 PAIR_VOCAB = "phi-3"
 PAD_AFTER = 1000
 PAIR_MODELS = {
-    "target": ["--quant", "q8_0"],
-    "target-add-eos": ["--quant", "q8_0", "--add-eos", "1"],
-    "target-pad128": ["--quant", "q8_0", "--pad", "128", "--pad-after", str(PAD_AFTER)],
+    "target": ["--quant", "f16"],
+    "target-add-eos": ["--quant", "f16", "--add-eos", "1"],
+    "target-pad128": ["--quant", "f16", "--pad", "128", "--pad-after", str(PAD_AFTER)],
     "draft": ["--quant", "q4_0"],
     "draft-pad128": ["--quant", "q4_0", "--pad", "128", "--pad-after", str(PAD_AFTER)],
     "draft-pad129": ["--quant", "q4_0", "--pad", "129"],
@@ -51,7 +51,7 @@ def main():
         vocab = os.path.join(a.llama_models, f"ggml-vocab-{family}.gguf")
         if not os.path.exists(vocab):
             sys.exit(f"make_family_models: {vocab} is missing (is this the pinned llama.cpp tree?)")
-        jobs.append((vocab, os.path.join(a.out, f"{family}-target.gguf"), ["--quant", "q8_0"]))
+        jobs.append((vocab, os.path.join(a.out, f"{family}-target.gguf"), ["--quant", "f16"]))
         jobs.append((vocab, os.path.join(a.out, f"{family}-draft.gguf"), ["--quant", "q4_0"]))
     for name, options in PAIR_MODELS.items():
         vocab = os.path.join(a.llama_models, f"ggml-vocab-{PAIR_VOCAB}.gguf")
