@@ -245,7 +245,7 @@ std::optional<std::string> vocabulary_difference(const Model& target, const Mode
 
 void require_compatible_vocabularies(const Model& target, const Model& draft) {
     if (const std::optional<std::string> difference = vocabulary_difference(target, draft)) {
-        throw Error(fmt::format("draft and target vocabularies differ as llama.cpp does not allow ({}, draft vs target): {} vs {}",
+        throw Error(fmt::format("draft and target vocabularies differ where llama.cpp requires them equal: {} (draft {} vs target {})",
                                 *difference, draft.path(), target.path()));
     }
 }
