@@ -219,7 +219,12 @@ void SpeculativeDecoder::choose_draft_lengths_for(std::span<Sequence* const> act
         seq->gamma_ = options.draft_policy == DraftPolicy::Off ? 0 : std::min(seq->draft_budget_, cap);
     }
     if (!any_auto) return;
-    if (!costs_calibrated_) calibrate_step_costs(*active.front());
+    if (!costs_calibrated_) {
+        // On a sequence that drafts: the draft can read its last token (docs/judges.md, padded targets).
+        size_t drafting = 0;
+        while (active[drafting]->options_.draft_policy != DraftPolicy::Auto || caps[drafting] == 0) ++drafting;
+        calibrate_step_costs(*active[drafting]);
+    }
     // The decoder's profile over depths, at each sequence's level: its running rate (shrunk to the
     // decoder's) against the decoder's. Sequences not under Auto keep their γ but share the batch.
     const double decoder_rate = decoder_acceptance_.rate(AcceptanceEstimate::kDecoderPrior);

@@ -32,6 +32,16 @@ inline ContextOptions family_context(bool hidden_states = false) {
     return options;
 }
 
+// γ 4 (fixed), at most `max_tokens`, greedy unless a temperature is given.
+inline GenerationOptions family_options(int32_t max_tokens, float temperature = 0.0f, uint64_t seed = 0) {
+    GenerationOptions options;
+    options.max_tokens = max_tokens;
+    options.draft_max = 4;
+    options.sampling.temperature = temperature;
+    options.sampling.seed = seed;
+    return options;
+}
+
 // Passes every call on to a rule of the table, checking that each position it is shown has both rows of
 // `ids` entries (the vocabulary size, or the ids two vocabularies share) and a token among them.
 class CheckedJudge final : public Judge {

@@ -136,10 +136,7 @@ TEST_P(ModelFamily, EveryEndOfGenerationTokenEndsAGeneration) {
         std::vector<int32_t> prompt = target_->tokenize("Hello", /*add_bos=*/true);
         prompt.push_back(token);
         for (SpeculativeDecoder* decoder : {&speculative, &target_only}) {
-            GenerationOptions options;
-            options.max_tokens = 8;
-            options.draft_max = 4;
-            const GenerationResult result = test::generate_tokens(*decoder, prompt, options);
+            const GenerationResult result = test::generate_tokens(*decoder, prompt, test::family_options(8));
             EXPECT_EQ(result.stop_reason, StopReason::EndOfGeneration)
                 << GetParam() << ": EOG token " << token << " '" << llama_vocab_get_text(target_->vocab(), token)
                 << "' did not end the generation (tokens " << testing::PrintToString(result.tokens) << ")";
@@ -155,11 +152,7 @@ TEST_P(ModelFamily, StopStringsEndItAndStreamsNeverSplitACharacter) {
     int64_t held_back = 0, stops = 0;
     for (const std::string& prompt : kPrompts) {
         for (const float temperature : {0.0f, 1.0f}) {
-            GenerationOptions options;
-            options.max_tokens = 48;
-            options.draft_max = 4;
-            options.sampling.temperature = temperature;
-            options.sampling.seed = 11;
+            GenerationOptions options = test::family_options(48, temperature, 11);
             std::string streamed;
             const GenerationResult result = speculative.generate(prompt, options, [&](const StepResult& step) {
                 streamed.append(step.text);
@@ -220,11 +213,7 @@ TEST_P(ModelFamily, EveryRuleRunsAtTheVocabularySize) {
         auto judge = std::make_shared<test::CheckedJudge>(make_judge(rule), n_vocab);
         int64_t relaxed = 0;
         for (const float temperature : {0.0f, 0.8f}) {
-            GenerationOptions options;
-            options.max_tokens = 24;
-            options.draft_max = 4;
-            options.sampling.temperature = temperature;
-            options.sampling.seed = 3;
+            GenerationOptions options = test::family_options(24, temperature, 3);
             options.judge = judge;
             for (const std::string& prompt : kPrompts) {
                 const GenerationResult result = decoder.generate(prompt, options);

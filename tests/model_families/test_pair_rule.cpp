@@ -113,9 +113,7 @@ TEST(PairRule, PaddedPairsDecodeWithEveryRuleOverTheCommonIds) {
         prompt.push_back(kPadAfter);
         // Vanilla, greedy: target-only output (up to near ties), whatever the draft proposes.
         const test::GreedyReference reference = test::greedy_reference(target, prompt, 24, test::family_context());
-        GenerationOptions options;
-        options.max_tokens = 24;
-        options.draft_max = 4;
+        GenerationOptions options = test::family_options(24);
         int64_t divergences = 0;
         const GenerationResult vanilla = test::generate_tokens(decoder, prompt, options);
         test::check_equal_up_to_near_tie(reference, vanilla.tokens, "vanilla", divergences);
@@ -131,6 +129,19 @@ TEST(PairRule, PaddedPairsDecodeWithEveryRuleOverTheCommonIds) {
             test::check_equal_up_to_near_tie(test::greedy_reference(target, foreign_prompt, 24, test::family_context()),
                                              result.tokens, "prompt with a pad token", divergences);
             EXPECT_EQ(result.stats.drafted, 0);
+            // Beside a sequence that drafts, under the automatic draft length: its first step times draft
+            // batches on a token the draft can read.
+            ContextOptions two = test::family_context();
+            two.n_sequences = 2;
+            SpeculativeDecoder pair_decoder(target, &draft, two);
+            GenerationOptions automatic = options;
+            automatic.draft_policy = DraftPolicy::Auto;
+            Sequence blind = pair_decoder.start(0, foreign_prompt, automatic);
+            Sequence drafting = pair_decoder.start(1, target.tokenize("Hello world", true), automatic);
+            Sequence* const both[] = {&blind, &drafting};
+            while (!blind.finished() || !drafting.finished()) pair_decoder.step(both);
+            EXPECT_EQ(blind.result().stats.drafted, 0);
+            EXPECT_GT(pair_decoder.draft_costs().seconds(1), 0.0) << "the draft's batches were never timed";
         }
         for (const JudgeOptions& rule : test::every_rule(target.n_embd())) {
             auto judge = std::make_shared<test::CheckedJudge>(make_judge(rule), common);
