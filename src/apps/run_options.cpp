@@ -70,7 +70,7 @@ void add_model_options(CLI::App& app, RunOptions& options) {
                    "Target model (GGUF). Default: the project's pair, models/testbed-{target,draft}.gguf")
         ->check(CLI::ExistingFile);
     app.add_option("--model-draft,--spec-draft-model", options.draft_path,
-                   "Draft model (GGUF, same vocabulary as the target); also -md. With -m but without -md: "
+                   "Draft model (GGUF, a vocabulary llama.cpp pairs with the target's: docs/judges.md); also -md. With -m but without -md: "
                    "target-only decoding");
     app.add_option("-c,--ctx-size", options.context.n_ctx, "Context size in tokens per sequence (prompt + output)")
         ->capture_default_str()->check(kPositive);

@@ -33,7 +33,8 @@ bool AcceptanceStep::vanilla_accepts(const DraftPosition& position, Rng& rng, in
         softmax(position.draft_logits, q_);
         q = q_;
     }
-    const float p_d = p_[d];
+    // A token outside the target's vocabulary has p(d) = 0: always rejected.
+    const float p_d = static_cast<size_t>(d) < p_.size() ? p_[d] : 0.0f;
     const float q_d = q[d];
     std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
     // u < p/q written without the division; q_d > 0 because d was drawn from q.
@@ -41,8 +42,9 @@ bool AcceptanceStep::vanilla_accepts(const DraftPosition& position, Rng& rng, in
 
     // The residual max(0, p - q) is what makes the output distribution exactly p.
     double residual_mass = 0.0;
+    // Over the target's ids; where the draft's vocabulary is smaller, q is 0 beyond it.
     for (size_t v = 0; v < p_.size(); ++v) {
-        p_[v] = std::max(0.0f, p_[v] - q[v]);
+        p_[v] = std::max(0.0f, p_[v] - (v < q.size() ? q[v] : 0.0f));
         residual_mass += p_[v];
     }
     // A zero residual means p == q up to rounding, where rejection has probability ~0; draw from p.
@@ -73,8 +75,14 @@ StepOutcome AcceptanceStep::run(int32_t n_drafted, PositionSource& positions,
             verdicts_.push_back({Verdict::Accepted, false, {}, current.in_span});
             continue;
         }
+        if (static_cast<size_t>(current.draft_token) >= current.target_logits.size()) {
+            // Outside the target's vocabulary: the target cannot emit it, so no rule may keep it.
+            verdicts_.push_back({Verdict::Rejected, false, {}, current.in_span});
+            outcome.next_token = replacement;
+            return outcome;
+        }
         const auto start = Clock::now();
-        JudgeDecision decision = judge_->decide(current);
+        JudgeDecision decision = judge_->decide(over_common_ids(current));
         if (decision.relaxed && judge_->lookahead() > 0) decision.relaxed = next_drafts_match(i, n_drafted, positions);
         outcome.judge_seconds += std::chrono::duration<double>(Clock::now() - start).count();
         if (decision.relaxed && current.in_span) {

@@ -28,6 +28,12 @@ struct DraftPosition {
     bool in_span = true;
 };
 
+// The position as judges see it when the two vocabularies differ in size (llama.cpp allows up to 128):
+// target_logits and draft_logits cut to the ids both models have, [0, min(V_target, V_draft)), so that
+// p and q are the softmax of those logits, each renormalised over the common ids (docs/judges.md, "Pairs
+// whose vocabularies differ"); draft_probabilities, not renormalised, is left out. Equal sizes: unchanged.
+DraftPosition over_common_ids(const DraftPosition& position);
+
 struct JudgeDecision {
     bool relaxed = false;
     // The number the rule compared with its knob: KL, an entropy, the rank of d_i, the head's score.

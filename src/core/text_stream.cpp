@@ -24,6 +24,22 @@ bool TextStream::append(std::string_view piece) {
     return true;
 }
 
+namespace {
+
+// Bytes at the end of `text` that begin a UTF-8 character without completing it: a lead byte followed by
+// fewer continuation bytes than it announces. Anything else (complete, or not UTF-8 at all) is 0.
+size_t incomplete_utf8_tail(std::string_view text) {
+    for (size_t back = 1; back <= std::min<size_t>(4, text.size()); ++back) {
+        const auto byte = static_cast<unsigned char>(text[text.size() - back]);
+        if ((byte & 0xC0) == 0x80) continue;  // a continuation byte: look further back for the lead
+        const size_t length = (byte & 0xE0) == 0xC0 ? 2 : (byte & 0xF0) == 0xE0 ? 3 : (byte & 0xF8) == 0xF0 ? 4 : 1;
+        return length > back ? back : 0;
+    }
+    return 0;
+}
+
+}  // namespace
+
 size_t TextStream::pending_stop_prefix() const {
     size_t longest = 0;
     for (const std::string& stop : stop_strings_) {
@@ -38,7 +54,9 @@ size_t TextStream::pending_stop_prefix() const {
 }
 
 std::string_view TextStream::take_stable() {
-    const size_t end = finished_ ? text_.size() : text_.size() - pending_stop_prefix();
+    size_t end = finished_ ? text_.size() : text_.size() - pending_stop_prefix();
+    // A character split across tokens is shown whole, once its last byte has arrived.
+    if (!finished_) end -= incomplete_utf8_tail(std::string_view(text_).substr(0, end));
     if (end <= taken_) return {};
     std::string_view stable = std::string_view(text_).substr(taken_, end - taken_);
     taken_ = end;

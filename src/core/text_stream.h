@@ -16,7 +16,8 @@ public:
     // then cut just before it and nothing more should be appended.
     bool append(std::string_view piece);
 
-    // Text not yet taken that no stop string can still remove (all of it once `finish` was called).
+    // Text not yet taken that no stop string can still remove, without a UTF-8 character whose last bytes
+    // are still to come (all of it once `finish` was called).
     std::string_view take_stable();
     void finish() { finished_ = true; }
 

@@ -7,10 +7,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -206,22 +208,45 @@ std::string Model::text(std::span<const int32_t> tokens) const {
 
 bool Model::is_end_of_generation(int32_t token) const { return llama_vocab_is_eog(vocab_, token); }
 
-void require_same_vocabulary(const Model& target, const Model& draft) {
+std::optional<std::string> vocabulary_difference(const Model& target, const Model& draft) {
+    // llama.cpp's rule, check by check and in its order: common_speculative_are_compatible in
+    // common/speculative.cpp (a static function there, so reimplemented here to name the difference).
     const llama_vocab* tv = target.vocab();
     const llama_vocab* dv = draft.vocab();
-    const auto mismatch = [&](const std::string& what) {
-        return Error(fmt::format("draft and target vocabularies differ ({}): {} vs {}", what, draft.path(),
-                                 target.path()));
-    };
-    if (target.n_vocab() != draft.n_vocab()) {
-        throw mismatch(fmt::format("size {} vs {}", draft.n_vocab(), target.n_vocab()));
+    if (llama_vocab_type(tv) != llama_vocab_type(dv)) {
+        const auto name = [](enum llama_vocab_type type) {
+            static const char* const kNames[] = {"none", "SPM", "BPE", "WPM", "UGM", "RWKV", "PLaMo-2", "test"};
+            const auto index = static_cast<size_t>(type);
+            return index < std::size(kNames) ? std::string(kNames[index]) : fmt::format("type {}", index);
+        };
+        return fmt::format("vocabulary type {} vs {}", name(llama_vocab_type(dv)), name(llama_vocab_type(tv)));
     }
-    if (llama_vocab_bos(tv) != llama_vocab_bos(dv)) throw mismatch("BOS token");
-    if (llama_vocab_eos(tv) != llama_vocab_eos(dv)) throw mismatch("EOS token");
-    for (int32_t t = 0; t < target.n_vocab(); ++t) {
-        if (std::strcmp(llama_vocab_get_text(tv, t), llama_vocab_get_text(dv, t)) != 0) {
-            throw mismatch(fmt::format("text of token {}", t));
-        }
+    // BOS and EOS are compared only where the tokenizer adds them.
+    const bool add_bos = llama_vocab_get_add_bos(tv);
+    if (add_bos != llama_vocab_get_add_bos(dv)) return fmt::format("add BOS {} vs {}", !add_bos, add_bos);
+    if (add_bos && llama_vocab_bos(tv) != llama_vocab_bos(dv))
+        return fmt::format("BOS token {} vs {}", llama_vocab_bos(dv), llama_vocab_bos(tv));
+    const bool add_eos = llama_vocab_get_add_eos(tv);
+    if (add_eos != llama_vocab_get_add_eos(dv)) return fmt::format("add EOS {} vs {}", !add_eos, add_eos);
+    if (add_eos && llama_vocab_eos(tv) != llama_vocab_eos(dv))
+        return fmt::format("EOS token {} vs {}", llama_vocab_eos(dv), llama_vocab_eos(tv));
+    const int32_t n_target = target.n_vocab();
+    const int32_t n_draft = draft.n_vocab();
+    if (std::abs(n_target - n_draft) > kMaxVocabularySizeDifference)
+        return fmt::format("size {} vs {}, more than {} apart", n_draft, n_target, kMaxVocabularySizeDifference);
+    for (int32_t t = kFirstComparedToken; t < std::min(n_target, n_draft); ++t) {
+        const char* target_text = llama_vocab_get_text(tv, t);
+        const char* draft_text = llama_vocab_get_text(dv, t);
+        if (std::strcmp(target_text, draft_text) != 0)
+            return fmt::format("text of token {}: '{}' vs '{}'", t, draft_text, target_text);
+    }
+    return std::nullopt;
+}
+
+void require_compatible_vocabularies(const Model& target, const Model& draft) {
+    if (const std::optional<std::string> difference = vocabulary_difference(target, draft)) {
+        throw Error(fmt::format("draft and target vocabularies differ where llama.cpp requires them equal: {} (draft {} vs target {})",
+                                *difference, draft.path(), target.path()));
     }
 }
 

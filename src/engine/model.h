@@ -60,9 +60,17 @@ private:
     const llama_vocab* vocab_ = nullptr;
 };
 
-// Throws klspec::Error unless draft and target share the vocabulary: same size, identical token
-// texts, same BOS/EOS (DESIGN.md, "Model pairs").
-void require_same_vocabulary(const Model& target, const Model& draft);
+// Whether a draft may serve a target: exactly llama.cpp's rule (common_speculative_are_compatible in
+// common/speculative.cpp): the same vocabulary type; the same add-BOS flag, and the same BOS token where it
+// is added; likewise EOS; sizes at most kMaxVocabularySizeDifference apart; and the same token texts
+// from id kFirstComparedToken over the ids both have. Returns the first difference, as a phrase naming
+// the field or the token id with the draft's and the target's value in that order; nullopt when
+// compatible. Where the sizes differ the engine decodes over the common ids (docs/judges.md).
+inline constexpr int32_t kMaxVocabularySizeDifference = 128;  // llama.cpp's SPEC_VOCAB_MAX_SIZE_DIFFERENCE
+inline constexpr int32_t kFirstComparedToken = 5;             // llama.cpp's SPEC_VOCAB_CHECK_START_TOKEN_ID
+std::optional<std::string> vocabulary_difference(const Model& target, const Model& draft);
+// Throws klspec::Error with that difference and both paths unless compatible.
+void require_compatible_vocabularies(const Model& target, const Model& draft);
 
 // Routes llama.cpp's log output: silent (errors only) unless verbose.
 void set_llama_verbose(bool verbose);

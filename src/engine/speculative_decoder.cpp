@@ -101,10 +101,11 @@ Sequence::Sequence(int32_t id, GenerationOptions options)
       acceptance_(options_.sampling, *judge_) {}
 
 SpeculativeDecoder::SpeculativeDecoder(const Model& target, const Model* draft, const ContextOptions& options)
-    : target_(target), target_ctx_(target, options), target_batch_(64), draft_batch_(64),
-      kept_(static_cast<size_t>(options.n_sequences)) {
+    : target_(target), target_ctx_(target, options), n_target_vocab_(target.n_vocab()), target_batch_(64),
+      draft_batch_(64), kept_(static_cast<size_t>(options.n_sequences)) {
     if (draft != nullptr) {
-        require_same_vocabulary(target, *draft);
+        require_compatible_vocabularies(target, *draft);
+        n_draft_vocab_ = draft->n_vocab();
         ContextOptions draft_options = options;
         if (options.n_threads_draft > 0) draft_options.n_threads = options.n_threads_draft;
         draft_ctx_ = std::make_unique<ModelContext>(*draft, draft_options);
@@ -146,9 +147,14 @@ Sequence SpeculativeDecoder::start(int32_t id, std::vector<int32_t> prompt_token
     const std::span<const int32_t> cached_prompt(prompt_tokens.data(), prompt_tokens.size() - 1);
     KeptCells kept = std::exchange(kept_[static_cast<size_t>(id)], {});
     const int32_t target_reused = seq.options_.cache_prompt ? common_prefix(kept.tokens, cached_prompt) : 0;
-    for (auto [ctx, reused] : {std::pair(&target_ctx_, target_reused), std::pair(draft_ctx_.get(), std::min(target_reused, kept.draft))}) {
+    const int32_t draft_reused = std::min(target_reused, kept.draft);
+    // A prompt with a token the draft's vocabulary lacks is decoded target-only; the draft keeps what it has.
+    seq.draft_unreadable_ = draft_ctx_ && std::any_of(prompt_tokens.begin(), prompt_tokens.end(),
+                                                      [&](int32_t t) { return t >= n_draft_vocab_; });
+    for (auto [ctx, reused] : {std::pair(&target_ctx_, target_reused), std::pair(draft_ctx_.get(), draft_reused)}) {
         if (ctx == nullptr) continue;
         ctx->truncate(id, reused);
+        if (ctx == draft_ctx_.get() && seq.draft_unreadable_) continue;
         ctx->prefill(id, cached_prompt.subspan(static_cast<size_t>(reused)), reused);
     }
     stats.prompt_seconds = seconds_since(start);
@@ -159,6 +165,7 @@ Sequence SpeculativeDecoder::start(int32_t id, std::vector<int32_t> prompt_token
     if (seq.options_.judge_span.kind == JudgeSpan::Kind::Between)
         for (const int32_t token : seq.tokens_) seq.span_.feed(target_.piece(token, /*special=*/true));
     seq.target_cached_ = seq.draft_cached_ = to_int(seq.tokens_.size()) - 1;
+    if (seq.draft_unreadable_) seq.draft_cached_ = draft_reused;
     seq.finished_ = seq.options_.max_tokens == 0;
     return seq;
 }
@@ -214,7 +221,7 @@ void SpeculativeDecoder::choose_draft_lengths_for(std::span<Sequence* const> act
         const GenerationOptions& options = seq->options_;
         const int32_t wanted = options.max_tokens - to_int(seq->result_.tokens.size());
         const bool first_alone = options.first_token_alone && seq->result_.tokens.empty();
-        const int32_t cap = draft_ctx_ && !first_alone ? std::max(0, std::min({options.draft_max, wanted - 1,
+        const int32_t cap = draft_ctx_ && !first_alone && !seq->draft_unreadable_ ? std::max(0, std::min({options.draft_max, wanted - 1,
                                                                               target_ctx_.n_ctx() - seq->target_cached_ - 1}))
                                                        : 0;
         caps.push_back(cap);
@@ -222,7 +229,12 @@ void SpeculativeDecoder::choose_draft_lengths_for(std::span<Sequence* const> act
         seq->gamma_ = options.draft_policy == DraftPolicy::Off ? 0 : std::min(seq->draft_budget_, cap);
     }
     if (!any_auto) return;
-    if (!costs_calibrated_) calibrate_step_costs(*active.front());
+    if (!costs_calibrated_) {
+        // On a sequence that drafts: the draft can read its last token (docs/judges.md, padded targets).
+        size_t drafting = 0;
+        while (active[drafting]->options_.draft_policy != DraftPolicy::Auto || caps[drafting] == 0) ++drafting;
+        calibrate_step_costs(*active[drafting]);
+    }
     // The decoder's profile over depths, at each sequence's level: its running rate (shrunk to the
     // decoder's) against the decoder's. Sequences not under Auto keep their γ but share the batch.
     const double decoder_rate = decoder_acceptance_.rate(AcceptanceEstimate::kDecoderPrior);
@@ -271,7 +283,7 @@ void SpeculativeDecoder::calibrate_step_costs(const Sequence& seq) {
 void SpeculativeDecoder::draft_all(std::span<Sequence* const> active) {
     const auto start = Clock::now();
     const double llama_start = draft_ctx_ ? draft_ctx_->decode_seconds() : 0.0;
-    const int32_t n_vocab = target_.n_vocab();
+    const int32_t n_vocab = n_draft_vocab_;  // the draft's rows
     std::vector<Sequence*>& drafting = drafting_;
     drafting.clear();
     for (Sequence* seq : active) {
@@ -344,6 +356,9 @@ void SpeculativeDecoder::draft_all(std::span<Sequence* const> active) {
                 continue;
             }
             seq.drafted_.push_back(token);
+            // A token the target's vocabulary lacks (a draft larger than its target) ends the draft: the target
+            // cannot verify it, and the acceptance step rejects it.
+            if (token >= n_target_vocab_) continue;
             const bool last_draft = to_int(seq.drafted_.size()) == seq.gamma_ || target_.is_end_of_generation(token);
             // d_k needs a forward pass only for its hidden state (judges that read them).
             if (last_draft && !wants_hidden) continue;
@@ -370,7 +385,8 @@ void SpeculativeDecoder::verify_all(std::span<Sequence* const> active) {
     for (Sequence* seq : active) {
         int32_t pos = seq->target_cached_;
         seq->verify_row_ = target_batch_.add(seq->tokens_.back(), pos++, seq->id_, true);
-        for (const int32_t token : seq->drafted_) target_batch_.add(token, pos++, seq->id_, true);
+        for (const int32_t token : seq->drafted_)
+            if (token < n_target_vocab_) target_batch_.add(token, pos++, seq->id_, true);  // see draft_all
     }
     const double llama_start = target_ctx_.decode_seconds();
     target_ctx_.decode(target_batch_);
@@ -416,7 +432,7 @@ void SpeculativeDecoder::judge_emit_roll_back(Sequence& seq, const StepCallback&
             return row;
         }
         DraftPosition position(int32_t i) override {
-            const size_t n = static_cast<size_t>(decoder.target_.n_vocab());
+            const size_t n = static_cast<size_t>(decoder.n_draft_vocab_);
             DraftPosition p;
             p.target_logits = target_logits(i);
             // Rows are kept only where someone reads them (see draft_all).
@@ -426,7 +442,8 @@ void SpeculativeDecoder::judge_emit_roll_back(Sequence& seq, const StepCallback&
                 p.draft_probabilities = std::span<const float>(seq.draft_probs_.data() + static_cast<size_t>(i) * n, n);
             p.draft_token = seq.drafted_[static_cast<size_t>(i)];
             if (!seq.draft_in_span_.empty()) p.in_span = seq.draft_in_span_[static_cast<size_t>(i)] != 0;
-            if (seq.judge_->needs_hidden_states()) {
+            // A draft token outside the target's vocabulary has no verification row (and no judge reads it).
+            if (seq.judge_->needs_hidden_states() && p.draft_token < decoder.n_target_vocab_) {
                 const size_t n_embd = static_cast<size_t>(decoder.draft_ctx_->model().n_embd());
                 p.draft_hidden = std::span<const float>(seq.draft_hidden_.data() + static_cast<size_t>(i) * n_embd, n_embd);
                 p.target_hidden = decoder.target_ctx_.hidden_state(seq.verify_row_ + 1 + i);  // row of input d_i
@@ -436,13 +453,18 @@ void SpeculativeDecoder::judge_emit_roll_back(Sequence& seq, const StepCallback&
     } positions(*this, seq);
 
     // Where the span is open for each draft, as if every draft before it were kept (a draft is judged only
-    // then): the tracker runs ahead on a copy.
+    // then): the tracker runs ahead on a copy. A token the target lacks has no text there (it is rejected).
     seq.draft_in_span_.clear();
     if (!options.judge_span.is_all()) {
         SpanTracker ahead = seq.span_;
-        for (const int32_t token : seq.drafted_) seq.draft_in_span_.push_back(ahead.feed_and_check(target_.piece(token, true)));
+        for (const int32_t token : seq.drafted_)
+            seq.draft_in_span_.push_back(ahead.feed_and_check(token < n_target_vocab_ ? target_.piece(token, true) : ""));
     }
-    const StepOutcome outcome = seq.acceptance_.run(k, positions, positions.target_logits(k), seq.rng_);
+    // The bonus row exists unless the last draft was outside the target's vocabulary (then never needed: it is
+    // rejected).
+    const bool bonus_row = k == 0 || seq.drafted_.back() < n_target_vocab_;
+    const StepOutcome outcome = seq.acceptance_.run(k, positions, bonus_row ? positions.target_logits(k) : std::span<const float>(),
+                                                    seq.rng_);
     // What this step's γ was chosen on (approximately: other sequences' steps may have moved the prior since).
     const double acceptance_estimate =
         seq.acceptance_estimate_.rate(decoder_acceptance_.rate(AcceptanceEstimate::kDecoderPrior));
@@ -488,6 +510,7 @@ void SpeculativeDecoder::judge_emit_roll_back(Sequence& seq, const StepCallback&
         if (!options.judge_span.is_all() && !seq.span_.feed_and_check(target_.piece(token, true))) ++stats.outside_span;
         result.tokens.push_back(token);
         seq.tokens_.push_back(token);
+        seq.draft_unreadable_ = seq.draft_unreadable_ || (draft_ctx_ && token >= n_draft_vocab_);
         if (seq.stream_.append(target_.piece(token))) {
             result.stop_reason = StopReason::StopString;
             seq.finished_ = true;

@@ -106,6 +106,9 @@ private:
     std::vector<int32_t> tokens_;   // prompt + accepted output
     int32_t target_cached_ = 0;     // positions cached in the target (all but the last token)
     int32_t draft_cached_ = 0;      // positions cached in the draft
+    // The sequence holds a token the draft's vocabulary lacks (a target larger than its draft: the draft
+    // cannot read it), so it decodes target-only from there (docs/judges.md, "Pairs whose vocabularies differ").
+    bool draft_unreadable_ = false;
     int32_t draft_budget_ = 0;      // γ for the next step under Fixed / Adaptive: draft_max, or the adaptive value
     int32_t gamma_ = 0;             // this step's γ: chosen by the policy, capped by -n and the context
     AcceptanceEstimate acceptance_estimate_;  // running per-position acceptance (the cost model's α), whose
@@ -199,6 +202,10 @@ private:
 
     const Model& target_;
     ModelContext target_ctx_;
+    // The two vocabulary sizes (llama.cpp lets them differ by up to 128): the target verifies ids below
+    // n_target_vocab_ only, the draft reads ids below n_draft_vocab_ only.
+    int32_t n_target_vocab_ = 0;
+    int32_t n_draft_vocab_ = 0;
     std::unique_ptr<ModelContext> draft_ctx_;
     Batch target_batch_;
     Batch draft_batch_;

@@ -1,12 +1,18 @@
 // The acceptance step: greedy bookkeeping, and the property that makes vanilla speculative sampling
 // lossless: the first emitted token is distributed exactly as p.
 #include "core/acceptance.h"
+#include "core/distribution_stats.h"
+#include "core/judge_factory.h"
+#include "core/judged_position.h"
 #include "draft_position.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <span>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -154,6 +160,105 @@ TEST(AcceptanceStep, StochasticVanillaPreservesTheTarget) {
         SCOPED_TRACE("draft sharper than target");
         expect_first_token_follows_target({0.2, 0.2, 0.2, 0.2, 0.2, 0.0}, {0.9, 0.02, 0.02, 0.02, 0.02, 0.02});
     }
+    // Vocabularies of different sizes (llama.cpp pairs them up to 128 apart): a draft token the target lacks
+    // is rejected and the residual is over the target's ids, with q = 0 where the draft has none.
+    {
+        SCOPED_TRACE("draft vocabulary 2 larger, 0.3 of q beyond the target's");
+        expect_first_token_follows_target({0.1, 0.2, 0.3, 0.4}, {0.2, 0.2, 0.2, 0.1, 0.2, 0.1});
+    }
+    {
+        SCOPED_TRACE("target vocabulary 2 larger");
+        expect_first_token_follows_target({0.1, 0.2, 0.3, 0.2, 0.2}, {0.4, 0.3, 0.3});
+    }
+}
+
+// Records what the judge was shown.
+class Recording final : public Judge {
+public:
+    std::string_view name() const override { return "recording"; }
+    JudgeDecision decide(const DraftPosition& position) const override {
+        seen.push_back({position.target_logits.size(), position.draft_logits.size()});
+        return {true, 0.0};
+    }
+    mutable std::vector<std::pair<size_t, size_t>> seen;
+};
+
+TEST(AcceptanceStep, DifferentVocabularySizes_JudgesSeeTheCommonIds_ATokenTheTargetLacksIsRejected) {
+    // p over 4 ids; q over 6 (a padded draft) and over 3 (a padded target's draft).
+    const std::vector<float> p = logits_of({0.5, 0.25, 0.125, 0.125});
+    const std::vector<float> q6 = logits_of({0.2, 0.2, 0.2, 0.2, 0.1, 0.1});
+    const std::vector<float> q3 = logits_of({0.5, 0.3, 0.2});
+    for (const bool sampled : {false, true}) {
+        SCOPED_TRACE(sampled ? "sampled" : "greedy");
+        SamplingParams params;
+        if (sampled) params.temperature = 1.0f;
+        Recording judge;
+        AcceptanceStep step(params, judge);
+        Rng rng(7);
+        std::vector<float> q6_probs;
+        softmax(q6, q6_probs);
+        const auto at = [&](const std::vector<float>& q, int32_t token) {
+            DraftPosition d = test::position(p, q, token);
+            if (sampled) d.draft_probabilities = q.size() == 6 ? std::span<const float>(q6_probs) : std::span<const float>();
+            return d;
+        };
+        // d = 1 is not p's argmax: vanilla rejects it (greedy), the judge sees 4 ids of each and keeps it.
+        // Sampled, p(1)/q(1) > 1 accepts it without the judge; then d = 5 (the target has no id 5) follows.
+        StepOutcome outcome = step.run(2, [&](int32_t i) { return at(q6, i == 0 ? 1 : 5); }, {}, rng);
+        EXPECT_EQ(outcome.accepted, 1);
+        ASSERT_EQ(step.verdicts().size(), 2u);
+        EXPECT_EQ(step.verdicts()[1].verdict, Verdict::Rejected);
+        EXPECT_FALSE(step.verdicts()[1].judged) << "no rule may keep a token the target lacks";
+        EXPECT_GE(outcome.next_token, 0);
+        EXPECT_LT(outcome.next_token, 4);
+        for (const auto& [target_ids, draft_ids] : judge.seen) {
+            EXPECT_EQ(target_ids, 4u);
+            EXPECT_EQ(draft_ids, 4u);
+        }
+        EXPECT_EQ(judge.seen.size(), sampled ? 0u : 1u);
+        judge.seen.clear();
+        outcome = step.run(1, [&](int32_t) { return at(q3, 2); }, p, rng);  // p(2)/q(2) < 1: may reach the judge
+        for (const auto& [target_ids, draft_ids] : judge.seen) {
+            EXPECT_EQ(target_ids, 3u);
+            EXPECT_EQ(draft_ids, 3u);
+        }
+        EXPECT_EQ(outcome.accepted, 1);  // vanilla or the judge keeps it
+    }
+}
+
+TEST(AcceptanceStep, DifferentVocabularySizes_StatisticsOfTheRenormalisedCommonDistributions) {
+    // Hand-computed: p = (1/2, 1/4, 1/8, 1/8); the draft's 6 ids (0.2 x 4, 0.1 x 2) cut to the target's 4 and
+    // renormalised: q~ = (1/4, 1/4, 1/4, 1/4). KL(p || q~) = 1/2 ln 2 - 2/8 ln 2 = ln(2)/4; H(q~) = ln 4;
+    // H(p) = 1.75 ln 2.
+    const std::vector<float> p = logits_of({0.5, 0.25, 0.125, 0.125});
+    const std::vector<float> q = logits_of({0.2, 0.2, 0.2, 0.2, 0.1, 0.1});
+    const DraftPosition full = test::position(p, q, 1);
+    const DraftPosition common = over_common_ids(full);
+    ASSERT_EQ(common.target_logits.size(), 4u);
+    ASSERT_EQ(common.draft_logits.size(), 4u);
+    const auto statistic = [&](const std::string& rule, std::optional<double> threshold) {
+        JudgeOptions options;
+        options.rule = rule;
+        options.threshold = threshold;
+        options.confidence_mask = 1.0;
+        return make_judge(options)->decide(common).statistic;
+    };
+    EXPECT_NEAR(statistic("kl", 1.0), std::log(2.0) / 4, 1e-6);
+    EXPECT_NEAR(statistic("draft-entropy", 1.0), std::log(4.0), 1e-6);
+    EXPECT_NEAR(statistic("target-entropy", 1.0), 1.75 * std::log(2.0), 1e-6);
+    const JudgedPosition described = describe_position(full);
+    EXPECT_NEAR(described.kl, std::log(2.0) / 4, 1e-6);
+    EXPECT_NEAR(described.draft_entropy, std::log(4.0), 1e-6);
+    EXPECT_EQ(described.target_token, 0);
+    EXPECT_EQ(described.draft_rank, 1);
+    // A target 2 ids longer is cut to the draft's 4 the same way: p~ = (1/4, 1/4, 1/4, 1/4) against
+    // q = (1/2, 1/4, 1/8, 1/8) gives KL(p~ || q) = ln(2)/4.
+    const std::vector<float> p6 = logits_of({0.2, 0.2, 0.2, 0.2, 0.1, 0.1});
+    const std::vector<float> q4 = logits_of({0.5, 0.25, 0.125, 0.125});
+    EXPECT_NEAR(kl_stats(over_common_ids(test::position(p6, q4, 0)).target_logits, q4).kl,
+                0.25 * std::log(0.25 / 0.5) + 0.25 * std::log(0.25 / 0.25) + 0.5 * std::log(0.25 / 0.125), 1e-6);
+    // Equal sizes: untouched.
+    EXPECT_EQ(over_common_ids(test::position(p, p, 0)).target_logits.data(), p.data());
 }
 
 }  // namespace

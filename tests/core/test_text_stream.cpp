@@ -55,5 +55,41 @@ TEST(TextStream, EmptyStopStringsAreIgnored) {
     EXPECT_EQ(stream.take_stable(), "abc");
 }
 
+// Byte-level tokenizers (Llama 3, Qwen, GPT-2 style) split a character across tokens: a stream shows it
+// whole, once its last byte has arrived, and never a chunk that ends inside it.
+TEST(TextStream, ACharacterSplitAcrossPiecesIsShownWhole) {
+    TextStream stream;
+    EXPECT_FALSE(stream.append("caf\xC3"));  // é = C3 A9
+    EXPECT_EQ(stream.take_stable(), "caf");
+    EXPECT_FALSE(stream.append("\xA9 \xF0\x9F"));  // then the first half of 🙂 = F0 9F 99 82
+    EXPECT_EQ(stream.take_stable(), "\xC3\xA9 ");
+    EXPECT_FALSE(stream.append("\x99"));
+    EXPECT_EQ(stream.take_stable(), "");
+    EXPECT_FALSE(stream.append("\x82!"));
+    EXPECT_EQ(stream.take_stable(), "\xF0\x9F\x99\x82!");
+    // Bytes that can no longer become a character (a lead byte followed by ASCII) are passed on as they are.
+    EXPECT_FALSE(stream.append("\xE3\x81"));
+    EXPECT_EQ(stream.take_stable(), "");
+    EXPECT_FALSE(stream.append("x"));
+    EXPECT_EQ(stream.take_stable(), "\xE3\x81x");
+    // finish() releases an unfinished character.
+    EXPECT_FALSE(stream.append("\xE2"));
+    EXPECT_EQ(stream.take_stable(), "");
+    stream.finish();
+    EXPECT_EQ(stream.take_stable(), "\xE2");
+}
+
+TEST(TextStream, AHeldBackCharacterAndAStopStringPrefixTogether) {
+    TextStream stream({"\xC3\xA9!"});  // "é!"
+    EXPECT_FALSE(stream.append("a\xC3"));
+    EXPECT_EQ(stream.take_stable(), "a");
+    EXPECT_FALSE(stream.append("\xA9"));
+    EXPECT_EQ(stream.take_stable(), "");  // "é" may begin the stop string
+    EXPECT_TRUE(stream.append("!"));
+    stream.finish();
+    EXPECT_EQ(stream.take_stable(), "");
+    EXPECT_EQ(stream.text(), "a");
+}
+
 }  // namespace
 }  // namespace klspec

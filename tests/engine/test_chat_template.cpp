@@ -6,11 +6,15 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include <fmt/chrono.h>
 
+#include "chat.h"    // llama.cpp's common library: the reference
+#include "common.h"
 #include "core/error.h"
 #include "engine/chat_template.h"
+#include "llama.h"
 #include "test_support.h"
 
 namespace klspec {
@@ -60,6 +64,66 @@ TEST(ChatTemplate, RealFamilyTemplatesRenderAsLlamaCppsBuiltInFormatting) {
             expected.insert(expected.find("You are terse."), family.system_preamble);
         EXPECT_EQ(rendered, expected) << family.jinja;
         EXPECT_NE(rendered.find("What is 2 + 2?"), std::string::npos) << family.jinja;
+    }
+}
+
+// What llama-server sends the model for a chat: its chat code with the inputs it sets by default
+// (tools/server: oaicompat_chat_params_parse, and the server context's chat_params), then its tokenizer
+// with special tokens added and parsed.
+std::string llama_server_prompt(const Model& model, const std::string& template_source, const ChatMessages& chat) {
+    const common_params defaults{};
+    const common_chat_templates_ptr templates = common_chat_templates_init(model.get(), template_source);
+    common_chat_templates_inputs inputs;
+    for (const auto& [role, content] : chat) {
+        common_chat_msg message;
+        message.role = role;
+        message.content = content;
+        inputs.messages.push_back(message);
+    }
+    inputs.use_jinja = defaults.use_jinja;
+    inputs.add_generation_prompt = true;
+    inputs.reasoning_format = defaults.reasoning_format;
+    inputs.enable_thinking = defaults.enable_reasoning != 0 && common_chat_templates_support_enable_thinking(templates.get());
+    return common_chat_templates_apply(templates.get(), inputs).prompt;
+}
+
+// klspec serve's chat prompt (ChatTemplate, as server.cpp applies it, then the decoder's tokenization) on the
+// real tokenizers: the model's own template, and files from the pinned tree's models/templates, give what
+// llama-server gives, text and tokens, one BOS at most.
+TEST(ChatTemplate, ServesChatPromptIsLlamaServersOnRealFamilies) {
+    const ChatMessages chat = {{"system", "You are terse."}, {"user", "Hi there"}, {"assistant", "Hello."},
+                               {"user", "What is 2 + 2? Grüße 🙂"}};
+    const std::vector<std::pair<std::string, std::string>> cases = {  // vocabulary, template ("": the model's own)
+        {"qwen2", ""}, {"qwen35", ""}, {"gemma-4", ""}, {"phi-3", ""},
+        {"llama-bpe", "meta-llama-Llama-3.1-8B-Instruct"}, {"llama-bpe", "meta-llama-Llama-3.3-70B-Instruct"},
+        {"qwen2", "Qwen-Qwen2.5-7B-Instruct"}, {"qwen35", "Qwen3.5-4B"}, {"qwen35", "Qwen-Qwen3-0.6B"},
+        {"gemma-4", "google-gemma-4-31B-it"}, {"phi-3", "microsoft-Phi-3.5-mini-instruct"},
+        {"deepseek-llm", "deepseek-ai-DeepSeek-V3.1"}, {"llama-spm", "mistralai-Mistral-Nemo-Instruct-2407"},
+    };
+    ModelOptions vocab_only;
+    vocab_only.vocab_only = true;
+    for (const auto& [vocabulary, jinja] : cases) {
+        const std::string vocab_path = kLlamaModels + "/ggml-vocab-" + vocabulary + ".gguf";
+        const std::string file = jinja.empty() ? "" : kLlamaModels + "/templates/" + jinja + ".jinja";
+        ASSERT_TRUE(std::filesystem::exists(vocab_path)) << vocab_path;
+        ASSERT_TRUE(file.empty() || std::filesystem::exists(file)) << file;
+        const Model model(vocab_path, vocab_only);
+        if (jinja.empty()) {
+            ASSERT_TRUE(model.chat_template().has_value()) << vocabulary;
+        }
+        std::string source;
+        if (!file.empty()) {
+            std::ifstream in(file);
+            source.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+        }
+        const std::string label = vocabulary + " with " + (jinja.empty() ? "its own template" : jinja);
+        const std::string rendered = ChatTemplate(model, file).apply(chat);
+        const std::string expected = llama_server_prompt(model, source, chat);
+        EXPECT_EQ(rendered, expected) << label;
+        EXPECT_NE(rendered.find("What is 2 + 2? Grüße 🙂"), std::string::npos) << label;
+        const std::vector<int32_t> tokens = model.tokenize(rendered, /*add_bos=*/true, /*parse_special=*/true);
+        const int32_t bos = llama_vocab_bos(model.vocab());
+        EXPECT_FALSE(tokens.size() > 1 && tokens[0] == bos && tokens[1] == bos) << label << ": two BOS tokens";
     }
 }
 

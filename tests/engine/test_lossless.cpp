@@ -95,37 +95,14 @@ TEST_P(LosslessTest, Gsm8kQuestions) {
     expect_lossless(prompts);
 }
 
-// The basis of the near-tie bound: teacher-forced batched logits (how verification computes them) differ
-// from one-token-at-a-time logits (target-only decoding) by less than half of kNearTieGap at every step,
-// so the argmax can only flip where the top two are closer than the bound.
-double max_batch_single_difference(const std::string& model_path, const std::vector<std::string>& prompts,
-                                   int32_t tokens) {
-    const Model target(model_path);
-    SpeculativeDecoder decoder(target, nullptr, test_context());
-    const size_t n_vocab = static_cast<size_t>(target.n_vocab());
-    double largest = 0;
-    for (const std::string& prompt : prompts) {
-        const test::GreedyReference single = test::greedy_reference(target, prompt, tokens, test_context());
-        std::vector<int32_t> sequence = target.tokenize(prompt, true, true);
-        const size_t first_row = sequence.size() - 1;  // the row after the prompt's last token
-        sequence.insert(sequence.end(), single.tokens.begin(), single.tokens.end());
-        const ForwardResult batched = decoder.forward(ModelRole::Target, sequence, false);
-        for (size_t step = 0; step < single.top2_gap.size() && first_row + step < sequence.size(); ++step)
-            for (size_t v = 0; v < n_vocab; ++v)
-                largest = std::max(largest, std::abs(double(single.logits[step * n_vocab + v]) -
-                                                     double(batched.logits[(first_row + step) * n_vocab + v])));
-    }
-    return largest;
-}
-
 TEST(NearTieBound, BatchedAndSingleTokenLogitsDifferByLessThanHalfTheBound) {
-    const double stories = max_batch_single_difference(test::kTargetModel, test::story_prompts(10), kTokens);
+    const double stories = test::max_batch_single_difference(test::kTargetModel, test::story_prompts(10), kTokens, test_context());
     std::vector<std::string> problems;
     std::ifstream dataset(test::kWordTestSet);
     for (std::string line; problems.size() < 3 && std::getline(dataset, line);)
         problems.push_back(nlohmann::json::parse(line).at("question").get<std::string>());
     ASSERT_EQ(problems.size(), 3u);
-    const double default_pair = max_batch_single_difference(test::kDefaultTarget, problems, 128);
+    const double default_pair = test::max_batch_single_difference(test::kDefaultTarget, problems, 128, test_context());
     std::cout << "[ logits   ] largest batched - single difference: stories260K " << stories << ", default target "
               << default_pair << " (bound " << test::kNearTieGap << ")\n";
     RecordProperty("stories_max_difference", std::to_string(stories));

@@ -1,6 +1,7 @@
 #include "test_support.h"
 
 #include <array>
+#include <cmath>
 #include <cstdlib>
 #include <cstdio>
 #include <filesystem>
@@ -16,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/distribution_stats.h"
+#include "engine/speculative_decoder.h"
 #include "gguf.h"
 
 namespace klspec::test {
@@ -110,8 +112,12 @@ std::string stories_with_chat_template() {
 
 GreedyReference greedy_reference(const Model& target, const std::string& prompt, int32_t max_tokens,
                                   const ContextOptions& context) {
+    return greedy_reference(target, target.tokenize(prompt, /*add_bos=*/true, /*parse_special=*/true), max_tokens, context);
+}
+
+GreedyReference greedy_reference(const Model& target, std::vector<int32_t> tokens, int32_t max_tokens,
+                                  const ContextOptions& context) {
     ModelContext ctx(target, context);
-    std::vector<int32_t> tokens = target.tokenize(prompt, /*add_bos=*/true, /*parse_special=*/true);
     ctx.prefill(0, std::span<const int32_t>(tokens.data(), tokens.size() - 1), 0);
     Batch batch(1);
     GreedyReference reference;
@@ -132,6 +138,26 @@ GreedyReference greedy_reference(const Model& target, const std::string& prompt,
         tokens.push_back(next);
     }
     return reference;
+}
+
+double max_batch_single_difference(const std::string& model_path, const std::vector<std::string>& prompts,
+                                   int32_t tokens, const ContextOptions& context) {
+    const Model target(model_path);
+    SpeculativeDecoder decoder(target, nullptr, context);
+    const size_t n_vocab = static_cast<size_t>(target.n_vocab());
+    double largest = 0;
+    for (const std::string& prompt : prompts) {
+        const GreedyReference single = greedy_reference(target, prompt, tokens, context);
+        std::vector<int32_t> sequence = target.tokenize(prompt, true, true);
+        const size_t first_row = sequence.size() - 1;  // the row after the prompt's last token
+        sequence.insert(sequence.end(), single.tokens.begin(), single.tokens.end());
+        const ForwardResult batched = decoder.forward(ModelRole::Target, sequence, false);
+        for (size_t step = 0; step < single.top2_gap.size() && first_row + step < sequence.size(); ++step)
+            for (size_t v = 0; v < n_vocab; ++v)
+                largest = std::max(largest, std::abs(double(single.logits[step * n_vocab + v]) -
+                                                     double(batched.logits[(first_row + step) * n_vocab + v])));
+    }
+    return largest;
 }
 
 int64_t check_equal_up_to_near_tie(const GreedyReference& reference, const std::vector<int32_t>& tokens,

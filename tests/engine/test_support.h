@@ -63,6 +63,15 @@ struct GreedyReference {
 };
 GreedyReference greedy_reference(const Model& target, const std::string& prompt, int32_t max_tokens,
                                   const ContextOptions& context);
+// The same from prompt tokens (BOS included where the model adds one).
+GreedyReference greedy_reference(const Model& target, std::vector<int32_t> prompt_tokens, int32_t max_tokens,
+                                  const ContextOptions& context);
+
+// The basis of the near-tie bound: the largest difference of a logit between teacher-forced batched
+// logits (how verification computes them) and one-token-at-a-time logits (target-only decoding), over
+// `tokens` greedy tokens after each prompt. Below kNearTieGap / 2, the argmax can flip only at a near tie.
+double max_batch_single_difference(const std::string& model_path, const std::vector<std::string>& prompts,
+                                   int32_t tokens, const ContextOptions& context);
 
 // Where `tokens` first leaves `reference.tokens` (-1: equal). Fails the test when that position is not
 // a near tie of the reference's logits; `divergences` counts the accepted ones.
