@@ -100,37 +100,13 @@ TEST(JudgesEndToEnd, AutoJudgeReadsTargetHiddenStates) {
     EXPECT_GT(rejected_after_mismatch, 0);
 }
 
-// Teacher-forced over prompt + output, how many output tokens the independent `outside(text so far)`
-// puts outside the span, and how many of those are not the target's own greedy choice (its argmax, or a
-// near tie: the forward pass's logits differ from the verification batch's in the last bits).
-struct SpanCheck {
-    int outside = 0;
-    int not_target_choice = 0;
-};
-SpanCheck check_outside_span(const std::string& prompt, const GenerationResult& result,
-                             const std::function<bool(const std::string&)>& outside) {
+test::SpanCheck check_outside_span(const std::string& prompt, const GenerationResult& result,
+                                   const std::function<bool(const std::string&)>& outside) {
     const Model target(test::kTargetModel);
     ContextOptions context;
     context.n_ctx = 256;
     context.n_threads = 1;
-    SpeculativeDecoder decoder(target, nullptr, context);
-    std::vector<int32_t> tokens = target.tokenize(prompt, true, true);
-    const size_t n_prompt = tokens.size();
-    tokens.insert(tokens.end(), result.tokens.begin(), result.tokens.end());
-    const ForwardResult forward = decoder.forward(ModelRole::Target, tokens, false);
-    const size_t n_vocab = static_cast<size_t>(forward.n_vocab);
-    SpanCheck check;
-    std::string text;
-    for (size_t j = 0; j < result.tokens.size(); ++j) {
-        text += target.piece(result.tokens[j]);
-        if (!outside(text)) continue;
-        ++check.outside;
-        const std::span<const float> row(forward.logits.data() + (n_prompt + j - 1) * n_vocab, n_vocab);
-        const int32_t best = argmax(row);
-        const float gap = row[static_cast<size_t>(best)] - row[static_cast<size_t>(result.tokens[j])];
-        check.not_target_choice += gap >= test::kNearTieGap;
-    }
-    return check;
+    return test::check_outside_span(target, prompt, result.tokens, outside, context);
 }
 
 TEST(JudgesEndToEnd, OutsideTheJudgeSpanEveryTokenIsTheTargetsChoice) {
@@ -143,7 +119,7 @@ TEST(JudgesEndToEnd, OutsideTheJudgeSpanEveryTokenIsTheTargetsChoice) {
         // until: relax the first sentence only.
         kl.span = JudgeSpan::parse("until:.");
         const GenerationResult until = run(kl, prompt);
-        const SpanCheck until_check = check_outside_span(prompt, until, after_first_period);
+        const test::SpanCheck until_check = check_outside_span(prompt, until, after_first_period);
         EXPECT_GT(until_check.outside, 10) << prompt;
         EXPECT_EQ(until_check.not_target_choice, 0) << prompt;
         EXPECT_EQ(until.stats.outside_span, until_check.outside) << prompt;
@@ -158,7 +134,7 @@ TEST(JudgesEndToEnd, OutsideTheJudgeSpanEveryTokenIsTheTargetsChoice) {
             const size_t open = all.rfind("upon"), close = all.rfind("park");
             return open == std::string::npos || (close != std::string::npos && close > open);
         };
-        const SpanCheck think_check = check_outside_span(prompt, think, closed);
+        const test::SpanCheck think_check = check_outside_span(prompt, think, closed);
         EXPECT_GT(think_check.outside, 10) << prompt;
         EXPECT_EQ(think_check.not_target_choice, 0) << prompt;
         if (prompt.find("upon") != std::string::npos) EXPECT_GT(think.stats.relaxed_accepted, 0) << prompt;

@@ -176,4 +176,25 @@ int64_t check_equal_up_to_near_tie(const GreedyReference& reference, const std::
     return static_cast<int64_t>(d);
 }
 
+SpanCheck check_outside_span(const Model& target, const std::string& prompt, const std::vector<int32_t>& tokens,
+                             const std::function<bool(const std::string&)>& outside, const ContextOptions& context) {
+    SpeculativeDecoder decoder(target, nullptr, context);
+    std::vector<int32_t> all = target.tokenize(prompt, true, true);
+    const size_t n_prompt = all.size();
+    all.insert(all.end(), tokens.begin(), tokens.end());
+    const ForwardResult forward = decoder.forward(ModelRole::Target, all, false);
+    const size_t n_vocab = static_cast<size_t>(forward.n_vocab);
+    SpanCheck check;
+    std::string text;
+    for (size_t j = 0; j < tokens.size(); ++j) {
+        text += target.piece(tokens[j]);
+        if (!outside(text)) continue;
+        ++check.outside;
+        const std::span<const float> row(forward.logits.data() + (n_prompt + j - 1) * n_vocab, n_vocab);
+        const float gap = row[static_cast<size_t>(argmax(row))] - row[static_cast<size_t>(tokens[j])];
+        check.not_target_choice += gap >= kNearTieGap;
+    }
+    return check;
+}
+
 }  // namespace klspec::test

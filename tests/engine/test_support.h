@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -77,5 +78,15 @@ double max_batch_single_difference(const std::string& model_path, const std::vec
 // a near tie of the reference's logits; `divergences` counts the accepted ones.
 int64_t check_equal_up_to_near_tie(const GreedyReference& reference, const std::vector<int32_t>& tokens,
                                    const std::string& label, int64_t& divergences);
+
+// The judge span's guarantee, checked from outside the engine: teacher-forced over prompt + `tokens`, of the
+// tokens that `outside(text so far)` puts outside the span, how many are not the target's own greedy choice
+// (its argmax, up to a near tie: a forward pass's logits differ from a verification batch's in the last bits).
+struct SpanCheck {
+    int outside = 0;
+    int not_target_choice = 0;
+};
+SpanCheck check_outside_span(const Model& target, const std::string& prompt, const std::vector<int32_t>& tokens,
+                             const std::function<bool(const std::string&)>& outside, const ContextOptions& context);
 
 }  // namespace klspec::test

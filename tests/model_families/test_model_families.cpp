@@ -229,6 +229,40 @@ TEST_P(ModelFamily, EveryRuleRunsAtTheVocabularySize) {
     }
 }
 
+// With a judge span, every token emitted outside it is the target's own choice, on the real vocabulary: KL
+// relaxing nearly everything, confined until the output's first letter "e" (most words of every script here
+// hold one soon), checked against a teacher-forced pass; the same run without the span leaves the target's
+// choice out there (the check has teeth).
+TEST_P(ModelFamily, OutsideTheJudgeSpanEveryTokenIsTheTargetsChoice) {
+    SpeculativeDecoder decoder(*target_, draft_.get(), family_context());
+    JudgeOptions kl;
+    kl.rule = "kl";
+    kl.threshold = 1e6;
+    kl.confidence_mask = 1.0;
+    const auto after_e = [](const std::string& text) { return text.find('e') != std::string::npos; };
+    int outside = 0, blocked = 0, unconfined_not_target = 0;
+    for (const std::string& prompt : kPrompts) {
+        GenerationOptions options = test::family_options(kTokens);
+        options.judge = make_judge(kl);
+        options.judge_span = JudgeSpan::parse("until:e");
+        const GenerationResult confined = decoder.generate(prompt, options);
+        const test::SpanCheck check = test::check_outside_span(*target_, prompt, confined.tokens, after_e, family_context());
+        EXPECT_EQ(check.not_target_choice, 0) << GetParam() << ", prompt: " << prompt;
+        EXPECT_EQ(confined.stats.outside_span, check.outside) << GetParam() << ", prompt: " << prompt;
+        outside += check.outside;
+        blocked += static_cast<int>(confined.stats.span_blocked);
+        options.judge_span = {};
+        const GenerationResult everywhere = decoder.generate(prompt, options);
+        unconfined_not_target +=
+            test::check_outside_span(*target_, prompt, everywhere.tokens, after_e, family_context()).not_target_choice;
+    }
+    std::cout << "[ family   ] " << GetParam() << " span until:e: " << outside << " tokens outside, " << blocked
+              << " relaxations refused there; without the span " << unconfined_not_target << " not the target's\n";
+    EXPECT_GT(outside, 0) << "no output held an 'e': the check saw nothing";
+    EXPECT_GT(blocked, 0);
+    EXPECT_GT(unconfined_not_target, 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Vocabularies, ModelFamily, ::testing::ValuesIn(kFamilies), [](const auto& param_info) {
     std::string name = param_info.param;
     std::replace(name.begin(), name.end(), '-', '_');
