@@ -72,6 +72,15 @@ TEST(BadInput, PromptLongerThanContext) {
         "context");
 }
 
+TEST(BadInput, JudgeSpans) {
+    const std::string base = "-m " + test::kTargetModel + " -md " + test::kDraftQ8 + " -p hi -n 4 --judge-span ";
+    expect_one_line_error(test::run_command(generate_cmd(base + "sometimes")), "unknown judge span 'sometimes'");
+    expect_one_line_error(test::run_command(generate_cmd(base + "until:")), "needs a string after the colon");
+    expect_one_line_error(test::run_command(generate_cmd(base + "think:'<think>'")), "expected think:OPEN,CLOSE");
+    // stories260K has no template; chatml marks no reasoning span.
+    expect_one_line_error(test::run_command(generate_cmd(base + "think")), "marks no reasoning span");
+}
+
 TEST(BadInput, NonPositiveDraftMax) {
     expect_one_line_error(
         test::run_command(generate_cmd("-m " + test::kTargetModel + " -md " + test::kDraftQ8 + " --draft-max 0 -p hi")),
