@@ -1,6 +1,8 @@
 #include "autojudge/mining_store.h"
 
+#include <cstdint>
 #include <filesystem>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -33,18 +35,32 @@ std::vector<nlohmann::json> read_json_lines(const fs::path& path, size_t limit =
     return rows;
 }
 
+// An integer field as T. nlohmann's get<T>() casts a floating-point value (1e50) without a range check,
+// which is undefined behaviour; a mining file from outside is refused instead.
+template <typename T>
+T integer_at(const nlohmann::json& object, const char* key) {
+    const nlohmann::json& value = object.at(key);
+    const bool fits = value.is_number_unsigned() ? value.get<uint64_t>() <= uint64_t(std::numeric_limits<T>::max())
+                      : value.is_number_integer() ? value.get<int64_t>() >= int64_t(std::numeric_limits<T>::min()) &&
+                                                        value.get<int64_t>() <= int64_t(std::numeric_limits<T>::max())
+                                                  : false;
+    if (!fits) throw Error(fmt::format("'{}' must be an integer in [{}, {}], got {}", key, std::numeric_limits<T>::min(),
+                                       std::numeric_limits<T>::max(), value.dump()));
+    return value.get<T>();
+}
+
 // The rows that finished problems account for, and those problems' ids.
 size_t finished_rows(const fs::path& dir, std::set<std::string>* ids) {
     size_t rows = 0;
     for (const nlohmann::json& problem : read_json_lines(dir / "problems.jsonl")) {
-        rows += problem.at("mismatches").get<size_t>();
+        rows += integer_at<uint32_t>(problem, "mismatches");
         if (ids) ids->insert(problem.at("id").get<std::string>());
     }
     return rows;
 }
 
 size_t row_floats(const nlohmann::json& meta) {
-    return meta.at("draft_hidden_size").get<size_t>() + meta.at("target_hidden_size").get<size_t>();
+    return size_t{integer_at<uint32_t>(meta, "draft_hidden_size")} + integer_at<uint32_t>(meta, "target_hidden_size");
 }
 
 }  // namespace
@@ -135,13 +151,13 @@ MinedData read_mined(const std::string& dir) {
     if (!meta.is_object() || !meta.contains("format") || meta["format"] != kFormat)
         throw Error(fmt::format("{}/meta.json: not a klspec mining run (format {})", dir, kFormat));
     try {
-        data.draft_hidden_size = meta.at("draft_hidden_size").get<size_t>();
-        data.target_hidden_size = meta.at("target_hidden_size").get<size_t>();
+        data.draft_hidden_size = integer_at<uint32_t>(meta, "draft_hidden_size");
+        data.target_hidden_size = integer_at<uint32_t>(meta, "target_hidden_size");
         const size_t rows = finished_rows(root, nullptr);
         for (const nlohmann::json& row : read_json_lines(root / "labels.jsonl", rows))
-            data.labels.push_back({row.at("problem_id").get<std::string>(), row.at("position").get<int32_t>(),
-                                   row.at("draft_token").get<int32_t>(), row.at("target_token").get<int32_t>(),
-                                   row.at("label").get<int>() == 1, row.at("kl").get<double>(),
+            data.labels.push_back({row.at("problem_id").get<std::string>(), integer_at<int32_t>(row, "position"),
+                                   integer_at<int32_t>(row, "draft_token"), integer_at<int32_t>(row, "target_token"),
+                                   integer_at<int32_t>(row, "label") == 1, row.at("kl").get<double>(),
                                    row.at("target_entropy").get<double>(), row.at("draft_entropy").get<double>(),
                                    row.at("target_max_probability").get<double>()});
         if (data.labels.size() != rows)

@@ -2,6 +2,8 @@
 // and a head that reads one coordinate of h_draft (features line up with positions).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -175,6 +177,30 @@ TEST(AutoJudgeCommands, AMetaFileThatIsNoObjectIsRefusedInOneLine) {
     EXPECT_EQ(r.exit_code, 1) << r.errors;
     EXPECT_EQ(r.errors.rfind("klspec: error: ", 0), 0u) << r.errors;
     EXPECT_NE(r.errors.find("not a klspec mining run"), std::string::npos) << r.errors;
+}
+
+// Found by fuzz_mined under UBSan: a count written as a huge float (1.66667e+50) was cast to an integer
+// (undefined behaviour); every integer field is now range-checked and refused in one line.
+TEST(AutoJudgeCommands, AnIntegerFieldOutOfRangeIsRefusedInOneLine) {
+    const auto refused = [](const std::string& name, const std::string& meta, const std::string& problems) {
+        const std::string dir = test::temp_path(name);
+        std::filesystem::create_directories(dir);
+        std::ofstream(dir + "/meta.json") << meta;
+        std::ofstream(dir + "/problems.jsonl") << problems;
+        const test::CommandResult r = test::run_command(test::kCli + " train-judge " + dir + " --out " + dir + "/h.json");
+        EXPECT_EQ(r.exit_code, 1) << r.errors;
+        EXPECT_EQ(r.errors.rfind("klspec: error: ", 0), 0u) << r.errors;
+        EXPECT_EQ(std::count(r.errors.begin(), r.errors.end(), '\n'), 1) << r.errors;
+        return r.errors;
+    };
+    const std::string format = R"("format": "klspec-autojudge-mining/1")";
+    EXPECT_NE(refused("mined-huge-size", "{" + format + R"(, "draft_hidden_size": 1.66667e+50, "target_hidden_size": 4})", "")
+                  .find("'draft_hidden_size' must be an integer"), std::string::npos);
+    EXPECT_NE(refused("mined-negative-size", "{" + format + R"(, "draft_hidden_size": -3, "target_hidden_size": 4})", "")
+                  .find("'draft_hidden_size' must be an integer"), std::string::npos);
+    EXPECT_NE(refused("mined-float-count", "{" + format + R"(, "draft_hidden_size": 4, "target_hidden_size": 4})",
+                      R"({"id": "a", "mismatches": 2.5})" "\n")
+                  .find("'mismatches' must be an integer"), std::string::npos);
 }
 
 TEST(AutoJudgeCommands, BadInputGivesOneLineErrors) {
