@@ -1,12 +1,11 @@
 #include "autojudge/mining_store.h"
 
-#include <cstdint>
 #include <filesystem>
-#include <limits>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/json_integer.h"
 
 namespace klspec {
 namespace fs = std::filesystem;
@@ -33,20 +32,6 @@ std::vector<nlohmann::json> read_json_lines(const fs::path& path, size_t limit =
         rows.push_back(std::move(row));
     }
     return rows;
-}
-
-// An integer field as T. nlohmann's get<T>() casts a floating-point value (1e50) without a range check,
-// which is undefined behaviour; a mining file from outside is refused instead.
-template <typename T>
-T integer_at(const nlohmann::json& object, const char* key) {
-    const nlohmann::json& value = object.at(key);
-    const bool fits = value.is_number_unsigned() ? value.get<uint64_t>() <= uint64_t(std::numeric_limits<T>::max())
-                      : value.is_number_integer() ? value.get<int64_t>() >= int64_t(std::numeric_limits<T>::min()) &&
-                                                        value.get<int64_t>() <= int64_t(std::numeric_limits<T>::max())
-                                                  : false;
-    if (!fits) throw Error(fmt::format("'{}' must be an integer in [{}, {}], got {}", key, std::numeric_limits<T>::min(),
-                                       std::numeric_limits<T>::max(), value.dump()));
-    return value.get<T>();
 }
 
 // The rows that finished problems account for, and those problems' ids.

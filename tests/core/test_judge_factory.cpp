@@ -165,6 +165,10 @@ TEST(AutoJudge, RefusesMalformedHeads) {
         {R"({"draft_hidden_size": 0, "target_hidden_size": 1, "mean": [0], "scale": [1],
              "weights": [1], "bias": 0, "threshold": 0.5})",
          "must be positive"},
+        // A size written as a huge float was cast to size_t unchecked (undefined behaviour).
+        {R"({"draft_hidden_size": 1.66667e+50, "target_hidden_size": 1, "mean": [0], "scale": [1],
+             "weights": [1], "bias": 0, "threshold": 0.5})",
+         "'draft_hidden_size' must be an integer in [0, 4294967295], got 1.66667e+50"},
         {R"({"draft_hidden_size": 1, "target_hidden_size": 1, "mean": [0, 0], "scale": [1, 1],
              "weights": [1, 1], "bias": 0, "threshold": 2})",
          "\"threshold\" must be in [0, 1]"},

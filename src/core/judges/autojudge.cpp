@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_integer.h"
 
 namespace klspec {
 
@@ -16,14 +17,16 @@ AutoJudgeHead AutoJudgeHead::load(const std::string& path) {
     AutoJudgeHead head;
     try {
         const nlohmann::json json = nlohmann::json::parse(in);
-        head.draft_hidden_size = json.at("draft_hidden_size").get<size_t>();
-        head.target_hidden_size = json.at("target_hidden_size").get<size_t>();
+        head.draft_hidden_size = integer_at<uint32_t>(json, "draft_hidden_size");
+        head.target_hidden_size = integer_at<uint32_t>(json, "target_hidden_size");
         head.mean = json.at("mean").get<std::vector<double>>();
         head.scale = json.at("scale").get<std::vector<double>>();
         head.weights = json.at("weights").get<std::vector<double>>();
         head.bias = json.at("bias").get<double>();
         head.threshold = json.at("threshold").get<double>();
     } catch (const nlohmann::json::exception& e) {
+        throw Error(fmt::format("bad AutoJudge head file {}: {}", path, e.what()));
+    } catch (const Error& e) {
         throw Error(fmt::format("bad AutoJudge head file {}: {}", path, e.what()));
     }
     try {
