@@ -25,6 +25,9 @@ and the llama-server the script starts gets --api-key KEY too.
 
 With --engine (`klspec bench` with the server's models and options), the engine's own throughput on the same
 prompts, without HTTP, at -np 1 and -np C: what the server's figures should be near.
+With --prompts FILE (JSON lines with a "question" or "prompt" field, e.g. data/testbed_word_test.jsonl) and
+--limit N, the clients send those prompts instead of the built-in eight: the benchmark's own text, on which a
+testbed target's acceptance is what the speed report measures.
 Standard library only. Token counts are the server's own (usage in the final chunk)."""
 import argparse
 import concurrent.futures
@@ -151,7 +154,8 @@ class Load:
     def body(self, i):
         # temperature 0 is klspec's default; llama-server samples unless told. Its final chunk carries
         # usage only with include_usage (then both servers send a last chunk with usage and no choices).
-        request = {"prompt": PROMPTS[i % len(PROMPTS)], "max_tokens": self.args.max_tokens, "stream": True,
+        prompts = self.args.prompts
+        request = {"prompt": prompts[i % len(prompts)], "max_tokens": self.args.max_tokens, "stream": True,
                    "temperature": 0, "stream_options": {"include_usage": True}}
         if self.args.judge:
             request["judge"] = self.args.judge
@@ -204,7 +208,7 @@ class Load:
 def single_request_speed(args, expected_run):
     """One request alone, through the server and in the CLI: tokens/s of each (median of 5), the CLI's
     timed from its prompt to its last token (model loading left out), the server's as the client sees it."""
-    prompt = PROMPTS[0]
+    prompt = args.prompts[0]
     server, cli = [], []
     for _ in range(5):
         seconds, _, tokens, _, _ = one_request(args.url, Load(args, None).body(0), args.api_key)
@@ -221,7 +225,7 @@ def engine_speed(args):
     8 times at -np 1 and at -np C; throughput is all emitted tokens over the run's wall time."""
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl") as dataset:
         for i in range(8):
-            for j, prompt in enumerate(PROMPTS):
+            for j, prompt in enumerate(args.prompts):
                 dataset.write(json.dumps({"id": f"{i}-{j}", "question": prompt}) + "\n")
         dataset.flush()
         figures = {}
@@ -233,6 +237,28 @@ def engine_speed(args):
                 sys.exit(f"serve_load: {shlex.join(command)} failed: {done.stderr.strip().splitlines()[-1:]}")
             figures[f"np{parallel}_tokens_per_second"] = json.loads(done.stdout)["throughput_tokens_per_second"]
     return figures
+
+
+def read_prompts(path, limit):
+    """The first `limit` prompts of a JSON-lines file: each line's "prompt", else its "question"."""
+    prompts = []
+    try:
+        with open(path, encoding="utf-8") as lines:
+            for number, line in enumerate(lines, 1):
+                if len(prompts) == limit:
+                    break
+                if not line.strip():
+                    continue
+                record = json.loads(line)
+                prompt = record.get("prompt", record.get("question")) if isinstance(record, dict) else None
+                if not isinstance(prompt, str) or not prompt:
+                    sys.exit(f"serve_load: {path}:{number}: no \"prompt\" or \"question\" string")
+                prompts.append(prompt)
+    except (OSError, ValueError) as error:
+        sys.exit(f"serve_load: {path}: {error}")
+    if not prompts:
+        sys.exit(f"serve_load: {path}: no prompts")
+    return prompts
 
 
 def print_load(title, summary):
@@ -250,6 +276,9 @@ def main():
     parser.add_argument("--requests", type=int, default=32, help="completions in all (default %(default)s)")
     parser.add_argument("--duration", type=float, default=None,
                         help="send for this many seconds instead of --requests, then measure the speed goals")
+    parser.add_argument("--prompts", default=None,
+                        help="JSON lines with a \"prompt\" or \"question\" field: send these instead of the built-in eight")
+    parser.add_argument("--limit", type=int, default=16, help="how many of --prompts (default %(default)s)")
     parser.add_argument("--max-tokens", type=int, default=96, help="max_tokens of each (default %(default)s)")
     parser.add_argument("--judge", default=None, help="per-request judge (default: the server's)")
     parser.add_argument("--judge-threshold", type=float, default=None, help="its threshold, if it takes one")
@@ -269,11 +298,14 @@ def main():
                         help="send `Authorization: Bearer KEY` with every request (and start llama-server with --api-key KEY)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
+    if args.limit < 1:
+        parser.error("--limit must be at least 1")
+    args.prompts = read_prompts(args.prompts, args.limit) if args.prompts else PROMPTS
     if args.duration is not None and not args.cli:
         parser.error("--duration needs --cli (the single-request comparison runs it)")
 
     expected_run = lambda prompt: cli_generate(args.cli, prompt, args)  # noqa: E731
-    expected = {prompt: expected_run(prompt)["text"] for prompt in PROMPTS} if args.cli else None
+    expected = {prompt: expected_run(prompt)["text"] for prompt in args.prompts} if args.cli else None
     load = Load(args, expected)
     summary = {"load": load.run(args.concurrency, args.duration)}
     failures = list(load.failures)
