@@ -11,7 +11,8 @@ with the default draft):
   * the pinned llama-bench's cost curve (one decode of b tokens, b = 1, 2, 3, 5, 9, 17) and the draft's;
   * the ceiling it implies for vanilla at γ: MAT(γ) t_1 / (t_{γ+1} + γ t_draft), with MAT(γ) measured;
   * `klspec bench` on the word problems (data/testbed_word_test.jsonl): target-only, vanilla at fixed γ 4,
-    8 and 16, the automatic choice (the default), and KL at the τ `klspec calibrate` picks;
+    8 and 16, the automatic choice (the default), and KL at the τ `klspec calibrate` picks on the validation
+    split (data/testbed_word_validation.jsonl);
   * on the grown F16 target: -np 8 target-only, fixed γ 8 and automatic against -np 1;
   * `llama-speculative-simple --spec-type draft-simple` against `klspec generate` on the same prompts.
 The grown targets compute what the default target computes, so accuracy and acceptance carry over; their
@@ -37,6 +38,7 @@ DRAFT = ROOT / "models" / "testbed-draft.gguf"
 DEFAULT_TARGET = ROOT / "models" / "testbed-target.gguf"
 GROWN = "testbed-target-w4-f3-l12-{}.gguf"
 WORDS = ROOT / "data" / "testbed_word_test.jsonl"
+WORDS_VALIDATION = ROOT / "data" / "testbed_word_validation.jsonl"  # τ is chosen here, never on the test split
 BATCHES = [1, 2, 3, 5, 9, 17]
 GAMMAS = [4, 8, 16]
 
@@ -140,16 +142,16 @@ def main():
               for name, path in targets.items()}
     draft_curve = store.get("curve-draft", lambda: llama_curve(llama_bin / "llama-bench", lib_path, DRAFT, t, a.reps))
 
-    # 2. calibrate τ for KL on the default pair at γ 8 (fixed, the paper's protocol).
+    # 2. calibrate τ for KL on the default pair at γ 8 (fixed, the paper's protocol), on the validation split.
     if a.tau == "auto":
         def calibrate():
-            out_dir = a.work / "calibrate-word-g8"
-            cmd = [KLSPEC, "calibrate", "--dataset", WORDS, "-t", t, "-n", 384, "--draft-max", 8, "--rule", "kl",
-                   "--values", "0.2,0.3,0.4,0.5", "--max-loss", "1%", "--out", out_dir, "--json"]
+            out_dir = a.work / "calibrate-word-validation-g8"
+            cmd = [KLSPEC, "calibrate", "--dataset", WORDS_VALIDATION, "-t", t, "-np", 4, "-n", 384, "--draft-max", 8,
+                   "--rule", "kl", "--values", "0.2,0.3,0.4,0.5", "--max-loss", "1%", "--out", out_dir, "--json"]
             report = json.loads(run(cmd).stdout)
             report["command"] = " ".join(map(str, cmd)).replace(str(ROOT) + "/", "")
             return report
-        calibration = store.get("calibrate-word-g8", calibrate)
+        calibration = store.get("calibrate-word-validation-g8", calibrate)
         # "chosen" is "kl:TAU", or null when no value kept the loss within budget: then the smallest tried.
         chosen = calibration.get("chosen")
         tau = float(chosen.split(":")[1]) if chosen else 0.2
