@@ -157,6 +157,8 @@ class Load:
         prompts = self.args.prompts
         request = {"prompt": prompts[i % len(prompts)], "max_tokens": self.args.max_tokens, "stream": True,
                    "temperature": 0, "stream_options": {"include_usage": True}}
+        if self.args.no_cache_prompt:  # both servers cache prompts by default; a repeated prompt then skips its prefill
+            request["cache_prompt"] = False
         if self.args.judge:
             request["judge"] = self.args.judge
         if self.args.judge_threshold is not None:
@@ -280,6 +282,8 @@ def main():
                         help="JSON lines with a \"prompt\" or \"question\" field: send these instead of the built-in eight")
     parser.add_argument("--limit", type=int, default=16, help="how many of --prompts (default %(default)s)")
     parser.add_argument("--max-tokens", type=int, default=96, help="max_tokens of each (default %(default)s)")
+    parser.add_argument("--no-cache-prompt", action="store_true",
+                        help="send cache_prompt: false, so every request prefills its whole prompt on either server")
     parser.add_argument("--judge", default=None, help="per-request judge (default: the server's)")
     parser.add_argument("--judge-threshold", type=float, default=None, help="its threshold, if it takes one")
     parser.add_argument("--cli", default=None,

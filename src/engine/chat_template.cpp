@@ -42,6 +42,21 @@ std::string one_line(std::string text) {
     return text;
 }
 
+// The messages rendered with the assistant's turn opened, and what llama.cpp's chat code reads from the
+// template besides (its reasoning markers).
+common_chat_params render(const common_chat_templates* templates, bool jinja, const ChatMessages& messages) {
+    common_chat_templates_inputs inputs;
+    inputs.use_jinja = jinja;
+    inputs.add_generation_prompt = true;
+    for (const auto& [role, content] : messages) {
+        common_chat_msg message;
+        message.role = role;
+        message.content = content;
+        inputs.messages.push_back(std::move(message));
+    }
+    return common_chat_templates_apply(templates, inputs);
+}
+
 }  // namespace
 
 struct ChatTemplate::Templates {
@@ -84,17 +99,8 @@ ChatTemplate::ChatTemplate(ChatTemplate&&) noexcept = default;
 ChatTemplate& ChatTemplate::operator=(ChatTemplate&&) noexcept = default;
 
 std::string ChatTemplate::apply(const ChatMessages& messages) const {
-    common_chat_templates_inputs inputs;
-    inputs.use_jinja = jinja_;
-    inputs.add_generation_prompt = true;
-    for (const auto& [role, content] : messages) {
-        common_chat_msg message;
-        message.role = role;
-        message.content = content;
-        inputs.messages.push_back(std::move(message));
-    }
     try {
-        return common_chat_templates_apply(templates_->value.get(), inputs).prompt;
+        return render(templates_->value.get(), jinja_, messages).prompt;
     } catch (const std::exception& e) {
         throw Error(fmt::format("the chat template ({}) refused the messages: {}", origin_, one_line(e.what())));
     }
@@ -103,14 +109,9 @@ std::string ChatTemplate::apply(const ChatMessages& messages) const {
 std::string ChatTemplate::source() const { return common_chat_templates_source(templates_->value.get()); }
 
 std::optional<ChatTemplate::ReasoningMarkers> ChatTemplate::reasoning_markers() const {
-    common_chat_templates_inputs inputs;
-    inputs.use_jinja = jinja_;
-    inputs.messages.push_back(common_chat_msg{});
-    inputs.messages.back().role = "user";
-    inputs.messages.back().content = "test";
     common_chat_params params;
     try {
-        params = common_chat_templates_apply(templates_->value.get(), inputs);
+        params = render(templates_->value.get(), jinja_, {{"user", "test"}});
     } catch (const std::exception&) {
         return std::nullopt;  // the constructor rendered this chat already; a template that raises has no markers
     }

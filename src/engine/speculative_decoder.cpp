@@ -233,7 +233,8 @@ void SpeculativeDecoder::choose_draft_lengths_for(std::span<Sequence* const> act
         // On a sequence that drafts: the draft can read its last token (docs/judges.md, padded targets).
         size_t drafting = 0;
         while (active[drafting]->options_.draft_policy != DraftPolicy::Auto || caps[drafting] == 0) ++drafting;
-        calibrate_step_costs(*active[drafting]);
+        const Sequence& seq = *active[drafting];
+        time_step_costs(seq.tokens_.back(), seq.id_, seq.target_cached_, seq.draft_cached_, seq.options_.draft_max);
     }
     // The decoder's profile over depths, at each sequence's level: its running rate (shrunk to the
     // decoder's) against the decoder's. Sequences not under Auto keep their γ but share the batch.
@@ -253,29 +254,36 @@ void SpeculativeDecoder::choose_draft_lengths_for(std::span<Sequence* const> act
     }
 }
 
-void SpeculativeDecoder::calibrate_step_costs(const Sequence& seq) {
+void SpeculativeDecoder::calibrate_step_costs(int32_t draft_max) {
+    if (!draft_ctx_ || costs_calibrated_) return;
+    if (draft_max < 1) throw Error(fmt::format("calibrate_step_costs: draft_max must be at least 1, got {}", draft_max));
+    // Id 0 is a token of both vocabularies; what the rows compute does not matter, only how long they take.
+    time_step_costs(/*token=*/0, /*id=*/0, /*target_pos=*/0, /*draft_pos=*/0, draft_max);
+}
+
+void SpeculativeDecoder::time_step_costs(int32_t token, int32_t id, int32_t target_pos, int32_t draft_pos,
+                                         int32_t draft_max) {
     costs_calibrated_ = true;
     // Sizes 1, 2, 4, ... and the largest, each timed twice (the first call builds llama.cpp's graph, the
     // second reuses it) after an untimed warm-up call; every row outputs logits, as in a step. The running
     // averages then follow the sizes steps really send.
-    const auto time_sizes = [&seq](ModelContext& ctx, Batch& batch, int32_t first_pos, int32_t largest,
-                                   BatchCostCurve& curve) {
+    const auto time_sizes = [token, id](ModelContext& ctx, Batch& batch, int32_t first_pos, int32_t largest,
+                                        BatchCostCurve& curve) {
         std::vector<int32_t> sizes = {largest};
         for (int32_t size = 1; size < largest; size *= 2) sizes.insert(sizes.end(), {size, size});
         sizes.insert(sizes.end(), {largest, largest});
         for (size_t i = 0; i < sizes.size() && first_pos + sizes[i] <= ctx.n_ctx(); ++i) {
             batch.reserve(sizes[i]);
             batch.clear();
-            for (int32_t j = 0; j < sizes[i]; ++j) batch.add(seq.tokens_.back(), first_pos + j, seq.id_, true);
+            for (int32_t j = 0; j < sizes[i]; ++j) batch.add(token, first_pos + j, id, true);
             const double before = ctx.decode_seconds();
             ctx.decode(batch);
             if (i > 0) curve.record(sizes[i], ctx.decode_seconds() - before);
-            ctx.truncate(seq.id_, first_pos);
+            ctx.truncate(id, first_pos);
         }
     };
-    time_sizes(target_ctx_, target_batch_, seq.target_cached_, n_sequences() * (seq.options_.draft_max + 1),
-               verify_costs_);
-    if (draft_ctx_) time_sizes(*draft_ctx_, draft_batch_, seq.draft_cached_, n_sequences(), draft_costs_);
+    time_sizes(target_ctx_, target_batch_, target_pos, n_sequences() * (draft_max + 1), verify_costs_);
+    if (draft_ctx_) time_sizes(*draft_ctx_, draft_batch_, draft_pos, n_sequences(), draft_costs_);
 }
 
 // Step 1: every sequence's draft catches up with its accepted tokens, then proposes up to γ tokens; one

@@ -180,13 +180,20 @@ public:
     // Replaces the measured costs and stops measuring (tests with fake costs; a caller with a cost model
     // of its own): the Auto policy then decides on these curves alone.
     void set_step_costs(BatchCostCurve verify, BatchCostCurve draft);
+    // Times the Auto policy's starting curves now, for steps of up to `draft_max` drafts on every sequence,
+    // instead of inside the first step that needs them (a few target calls of up to n_sequences ×
+    // (draft_max + 1) tokens: seconds on a big CPU target). A server calls it before it listens, so its first
+    // request does not wait for it. Uses sequence id 0, which must hold no cells; a no-op without a draft
+    // model or once the curves exist.
+    void calibrate_step_costs(int32_t draft_max);
 
 private:
     // Sets every active sequence's γ for this step from its policy (the Auto ones chosen together).
     void choose_draft_lengths_for(std::span<Sequence* const> active);
-    // Times target batches up to the largest a step can send and draft batches up to one token per
-    // sequence, on positions past `seq`'s cache (removed afterwards): the cost model's starting curves.
-    void calibrate_step_costs(const Sequence& seq);
+    // Times target batches up to the largest a step can send (every sequence drafting `draft_max`) and
+    // draft batches up to one token per sequence, all of `token` on sequence `id` from the given positions
+    // (the cells are removed afterwards): the cost model's starting curves.
+    void time_step_costs(int32_t token, int32_t id, int32_t target_pos, int32_t draft_pos, int32_t draft_max);
     void draft_all(std::span<Sequence* const> active);
     void verify_all(std::span<Sequence* const> active);
     void judge_emit_roll_back(Sequence& seq, const StepCallback& on_step);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "engine/speculative_decoder.h"
 #include "test_support.h"
 
@@ -117,6 +118,28 @@ TEST_F(DraftPolicyTest, OffNeverDraftsAndAutoMeasuresCosts) {
     int64_t divergences = 0;
     test::check_equal_up_to_near_tie(test::greedy_reference(target, "Once upon a time", kTokens, test_context()),
                                      result.tokens, "auto, measured costs", divergences);
+}
+
+TEST_F(DraftPolicyTest, CostsTimedBeforeTheFirstStepLeaveNoCellsAndAreNotTimedAgain) {
+    SpeculativeDecoder decoder(target, &draft, test_context(2));
+    decoder.calibrate_step_costs(4);
+    // Two sequences at draft-max 4: target batches 1, 2, 4, 8 and 10; draft batches 1 and 2.
+    for (const int32_t size : {1, 2, 4, 8, 10}) EXPECT_EQ(decoder.verify_costs().points().count(size), 1u) << size;
+    for (const int32_t size : {1, 2}) EXPECT_EQ(decoder.draft_costs().points().count(size), 1u) << size;
+    const size_t timed_sizes = decoder.verify_costs().points().size();
+    // A step under Auto then decides on these curves: no second calibration at a larger draft-max (it would
+    // time 2 x 17 = 34 tokens), and the output is target-only output up to a near tie (cells the timing
+    // calls left on sequence 0 would change it, or fail its prefill).
+    const GenerationResult result = decoder.generate("Once upon a time", automatic(16));
+    EXPECT_EQ(decoder.verify_costs().points().count(34), 0u);
+    EXPECT_LE(decoder.verify_costs().points().size(), timed_sizes + 16u) << "only sizes steps really sent";
+    int64_t divergences = 0;
+    test::check_equal_up_to_near_tie(test::greedy_reference(target, "Once upon a time", kTokens, test_context()),
+                                     result.tokens, "auto after calibrate_step_costs", divergences);
+    EXPECT_THROW(SpeculativeDecoder(target, &draft, test_context()).calibrate_step_costs(0), Error);
+    SpeculativeDecoder target_only(target, nullptr, test_context());
+    target_only.calibrate_step_costs(4);
+    EXPECT_TRUE(target_only.verify_costs().empty()) << "no draft model: nothing to choose, nothing timed";
 }
 
 }  // namespace
