@@ -68,11 +68,12 @@ void run_serve(const ServeOptions& options) {
     server::Server server(*session.decoder, defaults, server_options);
     const int port = server.bind();
     if (generation.draft_policy == DraftPolicy::Auto && session.decoder->has_draft()) {
-        // The automatic draft length's step costs, timed before the first request rather than inside it.
+        // The automatic draft length's step costs, timed before the first request rather than inside it. On
+        // stderr: the first line of stdout is the listening line, which scripts read for the port.
         const auto start = std::chrono::steady_clock::now();
         session.decoder->calibrate_step_costs(generation.draft_max);
-        std::printf("klspec serve: timed the step costs for --draft-policy auto in %.1f s\n",
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+        std::fprintf(stderr, "klspec serve: timed the step costs for --draft-policy auto in %.1f s\n",
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     }
 
     std::signal(SIGINT, [](int) { stop_requested = true; });
