@@ -10,6 +10,10 @@
 # Environment:
 #   KLSPEC_CACHE        cache root (default: ${XDG_CACHE_HOME:-$HOME/.cache}/klspec)
 #   KLSPEC_CUDA=ON      build the ggml CUDA backend as well (default OFF)
+#   KLSPEC_VULKAN=ON    build the ggml Vulkan backend as well (default OFF; needs glslc and libvulkan-dev).
+#                       scripts/patches/llama-vulkan-older-toolchains.patch is applied first: it lets the
+#                       pinned tree build with Debian 12's glslc 2023.2 and Vulkan headers 1.3.239 (see the
+#                       patch's header); its hash is part of the cache key
 #   KLSPEC_NATIVE=OFF   do not tune for this CPU (default ON)
 #   KLSPEC_LLAMAFILE=OFF no llamafile sgemm for batched matmuls (default ON, as upstream: verification batches
 #                       cost far less; a batch's logits then sum in another order than a single token's, so
@@ -26,19 +30,27 @@ TOOLS=(llama-quantize llama-simple llama-speculative-simple llama-bench llama-se
 
 cache_root="${KLSPEC_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/klspec}"
 cuda="${KLSPEC_CUDA:-OFF}"
+vulkan="${KLSPEC_VULKAN:-OFF}"
 native="${KLSPEC_NATIVE:-ON}"
 llamafile="${KLSPEC_LLAMAFILE:-ON}"
 amx="${KLSPEC_AMX:-OFF}"
 cmake_flags=(-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DGGML_NATIVE="$native" -DGGML_CUDA="$cuda"
              -DGGML_LLAMAFILE="$llamafile" -DGGML_RPC=ON
              -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF)
+patches=()
+if [[ "$vulkan" == ON ]]; then
+  cmake_flags+=(-DGGML_VULKAN=ON)
+  patches+=("$(cd "$(dirname "$0")" && pwd)/patches/llama-vulkan-older-toolchains.patch")
+fi
 # A native build enables AMX wherever the CPU has it (GGML_AMX_* only apply to non-native builds); explicit
 # -mno-amx-* flags win over -march=native whatever their order.
 if [[ "$native" == ON && "$amx" == OFF && "$(uname -m)" == x86_64 ]]; then
   no_amx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
   cmake_flags+=(-DCMAKE_C_FLAGS="$no_amx" -DCMAKE_CXX_FLAGS="$no_amx")
 fi
-flags_key=$(printf '%s ' "${cmake_flags[@]}" "$(uname -m)" | sha256sum | cut -c1-10)
+key_parts=("${cmake_flags[@]}" "$(uname -m)")
+((${#patches[@]} == 0)) || key_parts+=("$(cat "${patches[@]}" | sha256sum | cut -c1-16)")
+flags_key=$(printf '%s ' "${key_parts[@]}" | sha256sum | cut -c1-10)
 dest="$cache_root/llama.cpp-${LLAMA_COMMIT:0:12}-$flags_key"
 
 # Complete: the libraries are installed and every tool this script lists is there. A tool added to
@@ -76,6 +88,10 @@ if [[ ! -f "$dest/.libraries-complete" ]]; then
     echo "llama.cpp: bundle is at $actual, expected $LLAMA_COMMIT" >&2
     exit 1
   fi
+  for patch in "${patches[@]}"; do
+    echo "llama.cpp: applying $(basename "$patch")" >&2
+    git -C "$dest/src" apply "$patch"
+  done
 
   echo "llama.cpp: building libllama + ggml (${cmake_flags[*]})" >&2
   # Phase 1: the libraries alone, installed with their CMake package files.

@@ -11,6 +11,10 @@ packages=(build-essential cmake git
           libopenblas0-pthread  # torch's float32 matmuls; without it the reference BLAS is ~30x slower
           chromium  # headless, renders `klspec serve`'s page in its test
           clang libclang-rt-dev)  # scripts/test-sanitized.sh: ASan/UBSan and libFuzzer
+# KLSPEC_VULKAN=ON (scripts/test-gpu.sh): ggml's Vulkan backend, its shader compiler and Mesa's software device.
+if [[ "${KLSPEC_VULKAN:-OFF}" == ON ]]; then
+  packages+=(glslc libvulkan-dev spirv-headers mesa-vulkan-drivers vulkan-tools)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
