@@ -11,9 +11,11 @@
 #   KLSPEC_CACHE        cache root (default: ${XDG_CACHE_HOME:-$HOME/.cache}/klspec)
 #   KLSPEC_CUDA=ON      build the ggml CUDA backend as well (default OFF)
 #   KLSPEC_VULKAN=ON    build the ggml Vulkan backend as well (default OFF; needs glslc and libvulkan-dev).
-#                       scripts/patches/llama-vulkan-older-toolchains.patch is applied first: it lets the
-#                       pinned tree build with Debian 12's glslc 2023.2 and Vulkan headers 1.3.239 (see the
-#                       patch's header); its hash is part of the cache key
+#                       scripts/patches/llama-vulkan-older-toolchains.patch is applied first (its hash is part
+#                       of the cache key) so that the pinned tree builds with Debian 12's glslc 2023.2 and Vulkan
+#                       headers 1.3.239: the Intel Xe flash-attention decode shaders, which need
+#                       GL_KHR_cooperative_matrix, are built and used only where glslc has it (as the other
+#                       coopmat shaders are), and VK_EXT_layer_settings is skipped where the headers lack it
 #   KLSPEC_NATIVE=OFF   do not tune for this CPU (default ON)
 #   KLSPEC_LLAMAFILE=OFF no llamafile sgemm for batched matmuls (default ON, as upstream: verification batches
 #                       cost far less; a batch's logits then sum in another order than a single token's, so
