@@ -148,10 +148,13 @@ Model::Model(const std::string& path, const ModelOptions& options) : path_(path)
     init_backend_once();
     llama_model_params params = llama_model_default_params();
     std::vector<ggml_backend_dev_t> devices;
+    if (options.cpu_only && !options.rpc_servers.empty()) throw Error("a CPU-only model cannot use RPC servers");
     if (!options.rpc_servers.empty()) {
-        devices = rpc_devices(options.rpc_servers);
-        params.devices = devices.data();
+        devices = rpc_devices(options.rpc_servers);  // null-terminated, as llama.cpp wants
+    } else if (options.cpu_only) {
+        devices = {nullptr};  // an empty list: no device
     }
+    if (!devices.empty()) params.devices = devices.data();
     constexpr int32_t kAllLayers = -1;  // llama.cpp: a negative count offloads every layer
     params.n_gpu_layers = options.gpu_layers.value_or(options.rpc_servers.empty() ? 0 : kAllLayers);
     params.vocab_only = options.vocab_only;

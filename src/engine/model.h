@@ -21,6 +21,9 @@ struct ModelOptions {
     // Layers offloaded to the model's devices. Unset: every layer when rpc_servers are given (llama.cpp's
     // `--rpc` with `-ngl 99`), none otherwise.
     std::optional<int32_t> gpu_layers;
+    // No GPU device at all (llama.cpp's `--device none`): with gpu_layers 0 alone, llama.cpp still runs a
+    // large batch's matrix products on a GPU backend (op offload). Incompatible with rpc_servers.
+    bool cpu_only = false;
     // The tokenizer and metadata only (llama.cpp's vocab-only GGUFs): tokenize and chat templates work, a
     // context does not.
     bool vocab_only = false;

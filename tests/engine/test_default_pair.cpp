@@ -22,8 +22,8 @@ constexpr size_t kProblemsPerFamily = 12;
 class DefaultPair : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(DefaultPair, SpeculativeOutputEqualsTargetOnly) {
-    const Model target(test::kDefaultTarget);
-    const Model draft(test::kDefaultDraft);
+    const Model target(test::kDefaultTarget, test::offload());
+    const Model draft(test::kDefaultDraft, test::offload());
     EXPECT_GE(target.n_params(), 50 * draft.n_params()) << "the draft must be cheap next to the target";
     ContextOptions context;
     context.n_ctx = 512;

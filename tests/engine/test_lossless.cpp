@@ -31,8 +31,8 @@ ContextOptions test_context() {
 class LosslessTest : public ::testing::TestWithParam<std::string> {
 protected:
     void expect_lossless(const std::vector<std::string>& prompts) {
-        const Model target(test::kTargetModel);
-        const Model draft(GetParam());
+        const Model target(test::kTargetModel, test::offload());
+        const Model draft(GetParam(), test::offload());
         SpeculativeDecoder target_only(target, nullptr, test_context());
         SpeculativeDecoder speculative(target, &draft, test_context());
         // Every judged position's verdict against the verification argmax, and the token it put there.
@@ -104,11 +104,11 @@ TEST(NearTieBound, BatchedAndSingleTokenLogitsDifferByLessThanHalfTheBound) {
     ASSERT_EQ(problems.size(), 3u);
     const double default_pair = test::max_batch_single_difference(test::kDefaultTarget, problems, 128, test_context());
     std::cout << "[ logits   ] largest batched - single difference: stories260K " << stories << ", default target "
-              << default_pair << " (bound " << test::kNearTieGap << ")\n";
+              << default_pair << " (bound " << test::near_tie_gap() << ")\n";
     RecordProperty("stories_max_difference", std::to_string(stories));
     RecordProperty("default_target_max_difference", std::to_string(default_pair));
-    EXPECT_LT(stories, test::kNearTieGap / 2);
-    EXPECT_LT(default_pair, test::kNearTieGap / 2);
+    EXPECT_LT(stories, test::near_tie_gap() / 2);
+    EXPECT_LT(default_pair, test::near_tie_gap() / 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Drafts, LosslessTest, ::testing::Values(test::kDraftQ8, test::kDraftQ4),

@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
 #include "test_support.h"
 
 namespace klspec {
@@ -148,6 +149,23 @@ TEST(Rpc, BadServerListsAreOneLineErrors) {
         EXPECT_NE(r.errors.find(message), std::string::npos) << r.errors;
         EXPECT_EQ(r.errors.find('\n'), r.errors.size() - 1) << "not one line: " << r.errors;
     }
+}
+
+// A CPU-only model (the GPU tests' CPU reference) cannot also run on RPC servers: the two ask for opposite
+// device lists.
+TEST(Rpc, ACpuOnlyModelRefusesRpcServers) {
+    ModelOptions options;
+    options.cpu_only = true;
+    options.rpc_servers = {"127.0.0.1:" + std::to_string(free_loopback_port())};
+    try {
+        const Model model(test::kTargetModel, options);
+        ADD_FAILURE() << "loaded";
+    } catch (const Error& e) {
+        EXPECT_STREQ(e.what(), "a CPU-only model cannot use RPC servers");
+    }
+    options.rpc_servers.clear();
+    const Model cpu(test::kTargetModel, options);
+    EXPECT_EQ(cpu.n_vocab(), 512);
 }
 
 }  // namespace

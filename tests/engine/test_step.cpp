@@ -66,8 +66,8 @@ std::vector<GenerationResult> run_batched(SpeculativeDecoder& decoder, const std
 }
 
 TEST(Step, BatchedGreedyEqualsDecodingAlone) {
-    const Model target(test::kTargetModel);
-    const Model draft(test::kDraftQ4);
+    const Model target(test::kTargetModel, test::offload());
+    const Model draft(test::kDraftQ4, test::offload());
     const std::vector<std::string> prompts = test::story_prompts(12);
     // Different lengths and γ per sequence, so that the target batch mixes sequences of every shape.
     std::vector<GenerationOptions> options;
@@ -80,6 +80,9 @@ TEST(Step, BatchedGreedyEqualsDecodingAlone) {
         const GenerationResult reference = alone.generate(prompts[i], options[i]);
         EXPECT_EQ(together[i].tokens, reference.tokens) << prompts[i];
         EXPECT_EQ(together[i].text, reference.text);
+        // On the CPU a sequence's rows compute alike in any batch. A GPU backend picks its kernels by batch
+        // size (docs/gpu.md), so there the draft may propose otherwise at a near tie: same output, other counts.
+        if (test::offloaded()) continue;
         EXPECT_EQ(together[i].stats.target_calls, reference.stats.target_calls);
         EXPECT_EQ(together[i].stats.accepted, reference.stats.accepted);
     }
@@ -91,8 +94,8 @@ TEST(Step, BatchedGreedyEqualsDecodingAlone) {
 // residual draw: a wrong residual or acceptance test fails by far.
 TEST(Step, SampledFirstTokenFollowsShapedTargetUnderBatching) {
     const std::string prompt = "The";
-    const Model target(test::kTargetModel);
-    const Model draft(test::kDraftQ4);
+    const Model target(test::kTargetModel, test::offload());
+    const Model draft(test::kDraftQ4, test::offload());
     SamplingParams sampling;
     sampling.temperature = 0.7f;
     sampling.top_k = 12;
@@ -155,7 +158,7 @@ TEST(Step, SampledFirstTokenFollowsShapedTargetUnderBatching) {
 // alone. (With a draft only the distribution is the same: a quantized draft's batched kernels round
 // differently from its single-token ones, so its samples differ in the last bits; see the chi-square test.)
 TEST(Step, SampledBatchedEqualsSampledAloneWithoutDraft) {
-    const Model target(test::kTargetModel);
+    const Model target(test::kTargetModel, test::offload());
     const std::vector<std::string> prompts = test::story_prompts(6);
     std::vector<GenerationOptions> options(prompts.size(), greedy(40, 4));
     for (size_t i = 0; i < options.size(); ++i) {
@@ -172,8 +175,8 @@ TEST(Step, SampledBatchedEqualsSampledAloneWithoutDraft) {
 }
 
 TEST(Step, StreamedTextEqualsFinalText) {
-    const Model target(test::kTargetModel);
-    const Model draft(test::kDraftQ4);
+    const Model target(test::kTargetModel, test::offload());
+    const Model draft(test::kDraftQ4, test::offload());
     SpeculativeDecoder decoder(target, &draft, test_context());
     for (const std::vector<std::string>& stops : {std::vector<std::string>{}, std::vector<std::string>{"park"}}) {
         GenerationOptions options = greedy(80, 6);
@@ -199,8 +202,8 @@ TEST(Step, StreamedTextEqualsFinalText) {
 }
 
 TEST(Step, CallbackCanStopASequence) {
-    const Model target(test::kTargetModel);
-    const Model draft(test::kDraftQ4);
+    const Model target(test::kTargetModel, test::offload());
+    const Model draft(test::kDraftQ4, test::offload());
     SpeculativeDecoder decoder(target, &draft, test_context());
     int steps = 0;
     const GenerationResult result =
@@ -210,8 +213,8 @@ TEST(Step, CallbackCanStopASequence) {
 }
 
 TEST(Step, StopsWhenTheContextIsFull) {
-    const Model target(test::kTargetModel);
-    const Model draft(test::kDraftQ8);
+    const Model target(test::kTargetModel, test::offload());
+    const Model draft(test::kDraftQ8, test::offload());
     constexpr int32_t kCtx = 48;
     for (const Model* d : {static_cast<const Model*>(nullptr), &draft}) {
         SpeculativeDecoder decoder(target, d, test_context(1, kCtx));
@@ -224,8 +227,8 @@ TEST(Step, StopsWhenTheContextIsFull) {
 }
 
 TEST(Step, TopKAndTopPEndToEnd) {
-    const Model target(test::kTargetModel);
-    const Model draft(test::kDraftQ8);
+    const Model target(test::kTargetModel, test::offload());
+    const Model draft(test::kDraftQ8, test::offload());
     SpeculativeDecoder decoder(target, &draft, test_context());
     // top-k 1 is greedy whatever the temperature: same tokens as greedy decoding.
     GenerationOptions top1 = greedy(48, 4);
@@ -266,8 +269,8 @@ private:
 // The observer sees every examined position once, in order, and the hidden states a head receives at a
 // judged position are those of the pass whose INPUT token is d_i (DESIGN.md), for both models.
 TEST(Step, ObserverAndHiddenStatesLineUpWithPositions) {
-    const Model target(test::kTargetModel);
-    const Model draft(test::kDraftQ4);
+    const Model target(test::kTargetModel, test::offload());
+    const Model draft(test::kDraftQ4, test::offload());
     ContextOptions context = test_context();
     context.hidden_states = true;
     SpeculativeDecoder decoder(target, &draft, context);
@@ -323,9 +326,10 @@ TEST(Step, ObserverAndHiddenStatesLineUpWithPositions) {
                 max_diff_previous = std::max(max_diff_previous, std::abs(double(got[j]) - previous[j]));
             }
             // Not bit-exact: the decoding run computed those cells in other batches (F16 KV cache, Q4_0's
-            // batched kernels), which moves hidden states by up to ~0.1; neighbouring positions differ by ~7.
+            // batched kernels), which moves hidden states by up to ~0.1 on the CPU and ~0.3 on CUDA (half
+            // precision, docs/gpu.md); neighbouring positions differ by ~7.
             const char* model = role == ModelRole::Draft ? "draft" : "target";
-            EXPECT_LT(max_diff, 0.15) << model << " at " << p.position;
+            EXPECT_LT(max_diff, test::offloaded() ? 0.4 : 0.15) << model << " at " << p.position;
             EXPECT_GT(max_diff_previous, 20 * max_diff) << model << " at " << p.position;
         }
     }
@@ -335,8 +339,8 @@ TEST(Step, ObserverAndHiddenStatesLineUpWithPositions) {
 
 // One decoder serves sequences with different rules at once; each gets its own rule's decisions.
 TEST(Step, JudgeIsAPerSequenceSetting) {
-    const Model target(test::kTargetModel);
-    const Model draft(test::kDraftQ4);
+    const Model target(test::kTargetModel, test::offload());
+    const Model draft(test::kDraftQ4, test::offload());
     JudgeOptions loose;
     loose.rule = "kl";
     loose.threshold = 1e9;
@@ -356,8 +360,8 @@ TEST(Step, JudgeIsAPerSequenceSetting) {
 }
 
 TEST(Step, DraftConfidenceCutAndAdaptiveGamma) {
-    const Model target(test::kTargetModel);
-    const Model draft(test::kDraftQ4);
+    const Model target(test::kTargetModel, test::offload());
+    const Model draft(test::kDraftQ4, test::offload());
     SpeculativeDecoder decoder(target, &draft, test_context());
     const GenerationResult plain = decoder.generate("Once upon a time", greedy(64, 8));
     GenerationOptions cut = greedy(64, 8);
@@ -379,8 +383,8 @@ TEST(Step, DraftConfidenceCutAndAdaptiveGamma) {
 // computes them, and its top alternatives; relaxed tokens carry theirs too, and the steps' spans add up to
 // the result's list.
 TEST(Step, LogprobsAreTheTargetsLogSoftmaxAtEveryEmittedToken) {
-    const Model target(test::kTargetModel);
-    const Model draft(test::kDraftQ4);
+    const Model target(test::kTargetModel, test::offload());
+    const Model draft(test::kDraftQ4, test::offload());
     const std::string prompt = "Once upon a time";
     GenerationOptions vanilla = greedy(40, 6);
     vanilla.logprobs = 3;
@@ -410,7 +414,7 @@ TEST(Step, LogprobsAreTheTargetsLogSoftmaxAtEveryEmittedToken) {
         for (const float logit : row) norm += std::exp(double(logit));
         // Batched and single-token logits differ in their last bits (kNearTieGap's bound): log-softmax by
         // at most twice the logit difference.
-        EXPECT_NEAR(got.chosen.logprob, row[size_t(got.chosen.token)] - std::log(norm), test::kNearTieGap) << i;
+        EXPECT_NEAR(got.chosen.logprob, row[size_t(got.chosen.token)] - std::log(norm), test::near_tie_gap()) << i;
         ASSERT_EQ(got.top.size(), 3u);
         EXPECT_EQ(got.top[0].token, got.chosen.token) << "greedy vanilla emits the target's argmax";
         EXPECT_LE(got.chosen.logprob, 0.0f);
@@ -444,8 +448,8 @@ TEST(Step, LogprobsAreTheTargetsLogSoftmaxAtEveryEmittedToken) {
 // cache_prompt: a sequence started on an id whose last sequence kept its cells prefills only what its prompt
 // does not share with them, in both models, and decodes what a fresh decoder decodes.
 TEST(Step, PromptCacheReusesTheSharedPrefixAndDecodesTheSame) {
-    const Model target(test::kTargetModel);
-    const Model draft(test::kDraftQ4);
+    const Model target(test::kTargetModel, test::offload());
+    const Model draft(test::kDraftQ4, test::offload());
     GenerationOptions options = greedy(48, 8);
     options.cache_prompt = true;
     SpeculativeDecoder cached(target, &draft, test_context(2));
@@ -487,8 +491,8 @@ TEST(Step, PromptCacheReusesTheSharedPrefixAndDecodesTheSame) {
 // first_token_alone: the first step verifies no draft, so it emits exactly one token (the server's time to
 // first token); the output is unchanged.
 TEST(Step, FirstTokenAloneEmitsOneTokenFirstAndDecodesTheSame) {
-    const Model target(test::kTargetModel);
-    const Model draft(test::kDraftQ4);
+    const Model target(test::kTargetModel, test::offload());
+    const Model draft(test::kDraftQ4, test::offload());
     SpeculativeDecoder decoder(target, &draft, test_context());
     GenerationOptions options = greedy(32, 8);
     const GenerationResult plain = decoder.generate("Once upon a time", options);

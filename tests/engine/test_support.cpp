@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <sys/wait.h>
@@ -21,6 +22,30 @@
 #include "gguf.h"
 
 namespace klspec::test {
+
+namespace {
+std::optional<int32_t> gpu_layers_from_environment() {
+    const char* value = std::getenv("KLSPEC_TEST_GPU_LAYERS");
+    if (value == nullptr || *value == '\0') return std::nullopt;
+    return static_cast<int32_t>(std::stoi(value));
+}
+}  // namespace
+
+ModelOptions offload() {
+    ModelOptions options;
+    options.gpu_layers = gpu_layers_from_environment();
+    return options;
+}
+
+bool offloaded() { return gpu_layers_from_environment().value_or(0) > 0; }
+
+float near_tie_gap() { return offloaded() ? kGpuNearTieGap : kNearTieGap; }
+
+std::vector<std::string> offload_args() {
+    const std::optional<int32_t> layers = gpu_layers_from_environment();
+    if (!layers) return {};
+    return {"-ngl", std::to_string(*layers)};
+}
 
 std::vector<std::string> story_prompts(size_t count) {
     static const std::vector<std::string> openings = {
@@ -142,7 +167,7 @@ GreedyReference greedy_reference(const Model& target, std::vector<int32_t> token
 
 double max_batch_single_difference(const std::string& model_path, const std::vector<std::string>& prompts,
                                    int32_t tokens, const ContextOptions& context) {
-    const Model target(model_path);
+    const Model target(model_path, offload());
     SpeculativeDecoder decoder(target, nullptr, context);
     const size_t n_vocab = static_cast<size_t>(target.n_vocab());
     double largest = 0;
@@ -161,7 +186,7 @@ double max_batch_single_difference(const std::string& model_path, const std::vec
 }
 
 int64_t check_equal_up_to_near_tie(const GreedyReference& reference, const std::vector<int32_t>& tokens,
-                                   const std::string& label, int64_t& divergences) {
+                                   const std::string& label, int64_t& divergences, float gap) {
     const std::vector<int32_t>& expected = reference.tokens;
     size_t d = 0;
     while (d < expected.size() && d < tokens.size() && expected[d] == tokens[d]) ++d;
@@ -169,7 +194,7 @@ int64_t check_equal_up_to_near_tie(const GreedyReference& reference, const std::
     // Both ran to the same -n, or one stopped at EOG: the tokens chosen at position d differ.
     EXPECT_LT(d, reference.top2_gap.size()) << label << ": output is longer than the reference's run";
     if (d >= reference.top2_gap.size()) return static_cast<int64_t>(d);
-    EXPECT_LT(reference.top2_gap[d], kNearTieGap)
+    EXPECT_LT(reference.top2_gap[d], gap)
         << label << ": leaves target-only output at token " << d << " where its top-2 logit gap is "
         << reference.top2_gap[d] << ", not a near tie";
     ++divergences;
@@ -192,7 +217,7 @@ SpanCheck check_outside_span(const Model& target, const std::string& prompt, con
         ++check.outside;
         const std::span<const float> row(forward.logits.data() + (n_prompt + j - 1) * n_vocab, n_vocab);
         const float gap = row[static_cast<size_t>(argmax(row))] - row[static_cast<size_t>(tokens[j])];
-        check.not_target_choice += gap >= kNearTieGap;
+        check.not_target_choice += gap >= near_tie_gap();
     }
     return check;
 }

@@ -59,7 +59,7 @@ TEST(SweepCommand, WritesEveryPointAndVanillaIsTargetOnly) {
     for (const nlohmann::json& point : summary["points"]) {
         int64_t emitted = 0, calls = 0;
         for (const auto& [key, row] : results)
-            if (key.first == point["point"]) emitted += row["emitted"].get<int64_t>(), calls += row["target_calls"].get<int64_t>();
+            if (key.first == point["point"].get<std::string>()) emitted += row["emitted"].get<int64_t>(), calls += row["target_calls"].get<int64_t>();
         EXPECT_EQ(point["emitted"].get<int64_t>(), emitted);
         EXPECT_EQ(point["target_calls"].get<int64_t>(), calls);
         EXPECT_NEAR(point["mat"].get<double>(), double(emitted) / double(calls), 1e-9);

@@ -80,8 +80,8 @@ HttpReply stream(int port, const std::string& path, const json& body,
 struct TestServer {
     explicit TestServer(const std::string& target_path, const std::string& draft_path = test::kDraftQ4,
                         std::vector<std::string> api_keys = {})
-        : target(target_path),
-          draft(draft_path),
+        : target(target_path, test::offload()),
+          draft(draft_path, test::offload()),
           decoder(target, &draft, context()),
           server(decoder, defaults(), options(std::move(api_keys))) {
         port = server.bind();
@@ -270,7 +270,7 @@ TEST_F(ServerTest, LogprobsInOpenAIsShapesPlainAndStreamed) {
         EXPECT_FLOAT_EQ(logprobs.at("top_logprobs").at(i).at(server_->target.piece(expected.logprobs[i].top[0].token)),
                         expected.logprobs[i].top[0].logprob);
     }
-    EXPECT_EQ(joined, choice.at("text"));
+    EXPECT_EQ(joined, choice.at("text").get<std::string>());
 
     // Chat: {"content": [{token, logprob, bytes, top_logprobs}]}; the streamed chunks' lists add up to it.
     json chat = loose;
@@ -289,7 +289,7 @@ TEST_F(ServerTest, LogprobsInOpenAIsShapesPlainAndStreamed) {
         ASSERT_EQ(entry.at("top_logprobs").size(), 3u);
         EXPECT_GE(entry.at("top_logprobs").at(0).at("logprob").get<double>(), entry.at("logprob").get<double>());
     }
-    EXPECT_EQ(text, plain.parsed().at("choices").at(0).at("message").at("content"));
+    EXPECT_EQ(text, plain.parsed().at("choices").at(0).at("message").at("content").get<std::string>());
     chat["stream"] = true;
     const HttpReply streamed = post("/v1/chat/completions", chat);
     ASSERT_EQ(streamed.status, 200) << streamed.body;
@@ -332,7 +332,7 @@ TEST_F(ServerTest, StreamingConcatenationEqualsTheText) {
                 spans_text += span.at("text").get<std::string>();
                 EXPECT_EQ(span.contains("judge_statistic"), span.at("provenance") == "relaxed") << span;
             }
-            EXPECT_EQ(spans_text, choice.at("text"));
+            EXPECT_EQ(spans_text, choice.at("text").get<std::string>());
             for (const json& p : choice.value("provenance", json::array())) {
                 ++tokens;
                 relaxed += p == "relaxed";
@@ -343,7 +343,7 @@ TEST_F(ServerTest, StreamingConcatenationEqualsTheText) {
             }
         }
         const json expected = whole.parsed();
-        EXPECT_EQ(text, expected.at("choices").at(0).at("text")) << judge;
+        EXPECT_EQ(text, expected.at("choices").at(0).at("text").get<std::string>()) << judge;
         EXPECT_EQ(last.at("choices").at(0).at("finish_reason"), expected.at("choices").at(0).at("finish_reason"));
         EXPECT_EQ(tokens, last.at("usage").at("completion_tokens").get<int64_t>());
         EXPECT_EQ(relaxed, last.at("speculative").at("relaxed").get<int64_t>());
@@ -918,7 +918,7 @@ TEST_F(ChatServerTest, ChatCompletionIsTheCompletionOfTheTemplatedPrompt) {
         EXPECT_EQ(delta.contains("role"), i == 0) << events[i];
         content += delta.value("content", "");
     }
-    EXPECT_EQ(content, choice.at("message").at("content"));
+    EXPECT_EQ(content, choice.at("message").at("content").get<std::string>());
 }
 
 std::string last_line(std::string text) {
@@ -981,6 +981,8 @@ struct ServeProcess {
         posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
         posix_spawn_file_actions_addclose(&actions, out[0]);
         args.insert(args.begin(), {test::kCli, "serve", "--port", "0", "-t", "1"});
+        const std::vector<std::string> offload = test::offload_args();
+        args.insert(args.begin() + 2, offload.begin(), offload.end());
         std::vector<char*> argv;
         for (std::string& arg : args) argv.push_back(arg.data());
         argv.push_back(nullptr);
@@ -1066,7 +1068,7 @@ TEST(ServeCommand, SigtermLetsAnOpenStreamEndThenExitsZero) {
     EXPECT_EQ(events.back(), "[DONE]");
     std::string text;
     for (size_t i = 0; i + 1 < events.size(); ++i) text += json::parse(events[i]).at("choices").at(0).at("text").get<std::string>();
-    EXPECT_EQ(text, whole.parsed().at("choices").at(0).at("text"));
+    EXPECT_EQ(text, whole.parsed().at("choices").at(0).at("text").get<std::string>());
     EXPECT_EQ(serve.wait_exit_status(), 0);
 }
 
