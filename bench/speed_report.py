@@ -3,7 +3,7 @@
 
   /usr/bin/python3 bench/speed_report.py [--out docs/speed.md] [--work ~/.cache/klspec/speed-report] \\
       [--targets default,F16,Q8_0,Q4_0,Q4_K_M] [--limit-default 100] [--limit-grown 8] [--np-limit 16] \\
-      [--tau auto|VALUE] [--threads 2] [--fresh]
+      [--tau auto|VALUE] [--threads 2] [--fresh] [--klspec build/klspec] [--ngl 0]
 
 For the default pair (models/testbed-*.gguf) and the grown targets (bench/grow_target.py: the default
 target grown function-preservingly to 1.13 GiB of F16, and its Q8_0 / Q4_0 / Q4_K_M quantizations, all
@@ -17,7 +17,9 @@ with the default draft):
   * `llama-speculative-simple --spec-type draft-simple` against `klspec generate` on the same prompts.
 The grown targets compute what the default target computes, so accuracy and acceptance carry over; their
 speed is measured on the first --limit-grown problems. Each measurement is kept as JSON under --work and
-reused by a rerun (--fresh measures again): an interrupted report resumes.
+reused by a rerun (--fresh measures again): an interrupted report resumes. On a GPU (bench/gpu_check.sh):
+--ngl 99 offloads every layer of both models in every run, klspec's and llama.cpp's, --klspec names a build
+against the GPU-enabled llama.cpp, and KLSPEC_LLAMA_INSTALL names that llama.cpp install.
 """
 import argparse
 import json
@@ -33,7 +35,9 @@ sys.path.insert(0, str(HERE))
 import llama_bench_lib as lb  # noqa: E402
 from bench_common import cpu_header, klspec_generate as generate_json, llama_speculative_simple, run  # noqa: E402
 
-KLSPEC = ROOT / "build" / "klspec"
+KLSPEC = ROOT / "build" / "klspec"  # --klspec
+OFFLOAD = []  # --ngl N: ["-ngl", N] for every klspec and llama.cpp run
+OFFLOAD_DRAFT = []  # and ["-ngld", N] for llama-speculative-simple's draft
 DRAFT = ROOT / "models" / "testbed-draft.gguf"
 DEFAULT_TARGET = ROOT / "models" / "testbed-target.gguf"
 GROWN = "testbed-target-w4-f3-l12-{}.gguf"
@@ -68,14 +72,14 @@ class Store:
 
 
 def llama_curve(binary, lib_path, model, threads, reps):
-    records = lb.llama_bench(binary, model, BATCHES, [], threads, reps, lib_path)
+    records = lb.llama_bench(binary, model, BATCHES, [], threads, reps, lib_path, extra=OFFLOAD)
     per = lb.summarize(records)
     return {str(n): lb.stats(per[("pp", n)], n)["ms"] for n in BATCHES}
 
 
 def klspec_bench(target, limit, flags, threads, n_predict=384, parallel=1):
     cmd = [KLSPEC, "bench", "--dataset", WORDS, "--limit", limit, "-t", threads, "-n", n_predict,
-           "-m", target, "-md", DRAFT, "-np", parallel, "--json"] + flags
+           "-m", target, "-md", DRAFT, "-np", parallel, "--json"] + OFFLOAD + flags
     out = json.loads(run(cmd).stdout)
     out["command"] = " ".join(map(str, cmd)).replace(str(ROOT) + "/", "")
     return out
@@ -88,12 +92,12 @@ def prompts(count):
 
 def speculative_simple(llama_bin, target, prompt, gamma, threads, n_predict):
     tokens, seconds, acceptance = llama_speculative_simple(llama_bin, target, DRAFT, prompt, gamma, threads, n_predict,
-                                                           ["-c", "2048"])
+                                                           ["-c", "2048"] + OFFLOAD + OFFLOAD_DRAFT)
     return {"tokens": tokens, "seconds": seconds, "acceptance": acceptance}
 
 
 def klspec_generate(target, prompt, flags, threads, n_predict):
-    stats = generate_json(KLSPEC, target, prompt, ["-md", DRAFT, "-n", n_predict, "-t", threads] + flags)["stats"]
+    stats = generate_json(KLSPEC, target, prompt, ["-md", DRAFT, "-n", n_predict, "-t", threads] + OFFLOAD + flags)["stats"]
     return {"tokens": stats["emitted"], "seconds": stats["seconds"]["decode"], "acceptance": stats["acceptance_rate"]}
 
 
@@ -118,7 +122,13 @@ def main():
     ap.add_argument("--reps", type=int, default=5, help="llama-bench -r")
     ap.add_argument("--spec-prompts", type=int, default=3, help="prompts of the llama-speculative-simple comparison")
     ap.add_argument("--fresh", action="store_true", help="measure everything again")
+    ap.add_argument("--klspec", type=Path, default=KLSPEC, help="the klspec binary (a GPU build: build-gpu/klspec)")
+    ap.add_argument("--ngl", type=int, default=0, help="layers offloaded to the GPU, both models, every run")
     a = ap.parse_args()
+    global KLSPEC, OFFLOAD, OFFLOAD_DRAFT
+    KLSPEC = a.klspec.resolve()
+    OFFLOAD = ["-ngl", str(a.ngl)] if a.ngl else []
+    OFFLOAD_DRAFT = ["-ngld", str(a.ngl)] if a.ngl else []
     if not KLSPEC.exists():
         sys.exit(f"speed_report: {KLSPEC} is missing: run scripts/build.sh first")
     store = Store(a.work, a.fresh)
@@ -147,7 +157,7 @@ def main():
         def calibrate():
             out_dir = a.work / "calibrate-word-validation-g8"
             cmd = [KLSPEC, "calibrate", "--dataset", WORDS_VALIDATION, "-t", t, "-np", 4, "-n", 384, "--draft-max", 8,
-                   "--rule", "kl", "--values", "0.2,0.3,0.4,0.5", "--max-loss", "1%", "--out", out_dir, "--json"]
+                   "--rule", "kl", "--values", "0.2,0.3,0.4,0.5", "--max-loss", "1%", "--out", out_dir, "--json"] + OFFLOAD
             report = json.loads(run(cmd).stdout)
             report["command"] = " ".join(map(str, cmd)).replace(str(ROOT) + "/", "")
             return report
