@@ -201,6 +201,12 @@ void add_generation_options(CLI::App& app, GenerationOptions& gen) {
     app.add_flag_callback("--draft-adaptive", [&gen] { gen.draft_policy = DraftPolicy::Adaptive; },
                           "--draft-policy adaptive: gamma within [max(1, draft-min), draft-max], +2 after a fully "
                           "accepted draft, -1 after a rejection");
+    app.add_option_function<std::string>(
+           "--verify", [&gen](const std::string& text) { gen.verification = parse_verification(text); },
+           "How sampled drafts are verified: token (the standard test, position by position) or block (the block "
+           "accepted jointly, Sun et al. 2025: exact, never fewer tokens in expectation; vanilla judge only). "
+           "At --temp 0 both are argmax matching")
+        ->option_text("token|block=token");
     app.add_option("--temp", sampling.temperature, "Sampling temperature; 0 = greedy")->capture_default_str();
     app.add_option("--top-k", sampling.top_k, "Keep only the K most likely tokens (0 = off)")->capture_default_str();
     app.add_option("--top-p", sampling.top_p, "Keep the smallest set of tokens with mass >= P (1 = off)")

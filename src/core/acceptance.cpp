@@ -3,7 +3,20 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/block_verification.h"
+#include "core/error.h"
+
 namespace klspec {
+
+std::string_view to_string(Verification verification) {
+    return verification == Verification::Block ? "block" : "token";
+}
+
+Verification parse_verification(std::string_view text) {
+    if (text == "token") return Verification::Token;
+    if (text == "block") return Verification::Block;
+    throw Error("verification must be token or block, got '" + std::string(text) + "'");
+}
 
 std::string_view to_string(Verdict verdict) {
     switch (verdict) {
@@ -62,11 +75,59 @@ bool AcceptanceStep::next_drafts_match(int32_t i, int32_t n_drafted, PositionSou
     return true;
 }
 
+StepOutcome AcceptanceStep::run_block(int32_t n_drafted, PositionSource& positions,
+                                      std::span<const float> bonus_target_logits, Rng& rng) {
+    // p_0..p_γ and q_0..q_{γ-1} as doubles over one index range: where the vocabularies differ in size, the
+    // missing ids have probability 0 (as in the token test).
+    std::vector<std::vector<double>> target_rows, draft_rows;
+    std::vector<int32_t> drafts;
+    size_t size = bonus_target_logits.size();
+    for (int32_t i = 0; i < n_drafted; ++i) {
+        const DraftPosition position = positions.position(i);
+        softmax(position.target_logits, p_);
+        std::span<const float> q = position.draft_probabilities;
+        if (q.empty()) {
+            softmax(position.draft_logits, q_);
+            q = q_;
+        }
+        target_rows.emplace_back(p_.begin(), p_.end());
+        draft_rows.emplace_back(q.begin(), q.end());
+        drafts.push_back(position.draft_token);
+        size = std::max({size, p_.size(), q.size()});
+    }
+    // No bonus row (the caller needs no token after a fully accepted block): p_γ only enters through h_γ = w_γ.
+    if (bonus_target_logits.empty()) {
+        target_rows.emplace_back();
+    } else {
+        softmax(bonus_target_logits, p_);
+        target_rows.emplace_back(p_.begin(), p_.end());
+    }
+    for (auto* rows : {&target_rows, &draft_rows})
+        for (std::vector<double>& row : *rows) row.resize(size, 0.0);
+    const std::vector<std::span<const double>> target(target_rows.begin(), target_rows.end());
+    const std::vector<std::span<const double>> draft(draft_rows.begin(), draft_rows.end());
+    std::uniform_real_distribution<double> uniform(0.0, 1.0);
+    std::vector<double> uniforms(static_cast<size_t>(n_drafted));
+    for (double& u : uniforms) u = uniform(rng);
+    const BlockVerdict verdict = verify_block(drafts, target, draft, uniforms);
+
+    StepOutcome outcome;
+    outcome.accepted = verdict.accepted;
+    for (int32_t i = 0; i < verdict.accepted; ++i) verdicts_.push_back({Verdict::Accepted, false, {}, true});
+    if (verdict.accepted < n_drafted) verdicts_.push_back({Verdict::Rejected, false, {}, true});
+    if (verdict.accepted == n_drafted && bonus_target_logits.empty()) return outcome;
+    p_.assign(verdict.next.begin(), verdict.next.end());
+    outcome.next_token = sample_from_weights(p_, rng);
+    return outcome;
+}
+
 StepOutcome AcceptanceStep::run(int32_t n_drafted, PositionSource& positions,
                                 std::span<const float> bonus_target_logits, Rng& rng) {
     using Clock = std::chrono::steady_clock;
     StepOutcome outcome;
     verdicts_.clear();
+    if (verification_ == Verification::Block && !params_.greedy() && n_drafted > 0)
+        return run_block(n_drafted, positions, bonus_target_logits, rng);
     for (int32_t i = 0; i < n_drafted; ++i) {
         const DraftPosition current = positions.position(i);
         int32_t replacement = -1;

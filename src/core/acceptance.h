@@ -46,9 +46,18 @@ protected:
     ~PositionSource() = default;
 };
 
+// How a sampled draft is verified. Token: the standard test, position by position, ending at the first
+// rejection. Block: core/block_verification.h, the block accepted jointly (exact, never fewer tokens in
+// expectation); only with the vanilla judge. At temperature 0 both are argmax matching.
+enum class Verification : uint8_t { Token, Block };
+std::string_view to_string(Verification verification);
+// "token" or "block"; throws klspec::Error otherwise.
+Verification parse_verification(std::string_view text);
+
 class AcceptanceStep {
 public:
-    AcceptanceStep(const SamplingParams& params, const Judge& judge) : params_(params), judge_(&judge) {}
+    AcceptanceStep(const SamplingParams& params, const Judge& judge, Verification verification = Verification::Token)
+        : params_(params), judge_(&judge), verification_(verification) {}
 
     // `bonus_target_logits` are the shaped logits of p_{n_drafted+1}, used when every draft is kept.
     StepOutcome run(int32_t n_drafted, PositionSource& positions, std::span<const float> bonus_target_logits,
@@ -76,9 +85,13 @@ private:
     int32_t draw(std::span<const float> shaped_logits, Rng& rng);
     // FLy's lookahead: d_{i+1}..d_{i+W} all exist and equal the target's argmax there.
     bool next_drafts_match(int32_t i, int32_t n_drafted, PositionSource& positions) const;
+    // Verification::Block when sampling: every position's p and q, then verify_block.
+    StepOutcome run_block(int32_t n_drafted, PositionSource& positions, std::span<const float> bonus_target_logits,
+                          Rng& rng);
 
     SamplingParams params_;
     const Judge* judge_;
+    Verification verification_;
     // Reused buffers: no allocation per step once they have grown to the vocabulary size.
     std::vector<float> p_;
     std::vector<float> q_;

@@ -73,6 +73,9 @@ void validate(const GenerationOptions& options) {
     if (!(s.top_p > 0.0f && s.top_p <= 1.0f)) throw Error(fmt::format("top-p must be in (0, 1], got {}", s.top_p));
     if (options.logprobs && (*options.logprobs < 0 || *options.logprobs > kMaxTopLogprobs))
         throw Error(fmt::format("top logprobs must be in 0..{}, got {}", kMaxTopLogprobs, *options.logprobs));
+    if (options.verification == Verification::Block && options.judge && options.judge->name() != "vanilla")
+        throw Error(fmt::format("block verification needs the vanilla judge, not {}: a judge relaxes position by "
+                                "position, while block verification accepts the block jointly", options.judge->name()));
     if (options.judge_span.needs_markers())
         throw Error("judge span 'think' has no markers: give them (think:OPEN,CLOSE) or read them from the chat template");
     if (options.judge_span.kind == JudgeSpan::Kind::Until && (options.judge_span.close.size() != 1 || options.judge_span.close[0].empty()))
@@ -98,7 +101,7 @@ Sequence::Sequence(int32_t id, GenerationOptions options)
       rng_(options_.sampling.seed),
       stream_(options_.stop_strings),
       span_(options_.judge_span),
-      acceptance_(options_.sampling, *judge_) {}
+      acceptance_(options_.sampling, *judge_, options_.verification) {}
 
 SpeculativeDecoder::SpeculativeDecoder(const Model& target, const Model* draft, const ContextOptions& options)
     : target_(target), target_ctx_(target, options), n_target_vocab_(target.n_vocab()), target_batch_(64),

@@ -41,6 +41,8 @@ struct GenerationOptions {
     SamplingParams sampling;        // temperature, top-k, top-p, seed; the same for draft and target
     std::vector<std::string> stop_strings;  // stop when the text contains one (it is cut off)
     std::shared_ptr<const Judge> judge;     // the verification rule; null: vanilla
+    // Token by token, or the block jointly (core/acceptance.h; sampling with the vanilla judge only).
+    Verification verification = Verification::Token;
     // Where the judge may relax; outside, the exact test alone. A `think` span must have its markers
     // (resolve_judge_span in engine/chat_template.h reads them from the model's template).
     JudgeSpan judge_span;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -88,6 +89,59 @@ TEST(Step, BatchedGreedyEqualsDecodingAlone) {
     }
 }
 
+// The target's shaped next-token distribution after `tokens` (teacher-forced).
+std::vector<float> shaped_next_distribution(SpeculativeDecoder& decoder, const std::vector<int32_t>& tokens,
+                                            const SamplingParams& sampling) {
+    const ForwardResult forward = decoder.forward(ModelRole::Target, tokens, false);
+    std::vector<float> shaped(static_cast<size_t>(forward.n_vocab));
+    ShapingScratch order;
+    shape_logits(std::span<const float>(forward.logits).last(shaped.size()), sampling, shaped, order);
+    std::vector<float> p;
+    softmax(shaped, p);
+    return p;
+}
+
+// `samples` prompts decoded `kSlots` at a time with the target and the Q4_0 draft, each with its own seed.
+std::vector<GenerationResult> sample_batched(const Model& target, const Model& draft, const std::string& prompt,
+                                             GenerationOptions options, int samples) {
+    constexpr int kSlots = 8;
+    SpeculativeDecoder decoder(target, &draft, test_context(kSlots));
+    std::vector<GenerationOptions> per_sample(static_cast<size_t>(samples), options);
+    for (int s = 0; s < samples; ++s) per_sample[static_cast<size_t>(s)].sampling.seed = 5000 + static_cast<uint64_t>(s);
+    return run_batched(decoder, std::vector<std::string>(static_cast<size_t>(samples), prompt), per_sample, kSlots);
+}
+
+// Pearson's chi-square of observed counts against expected probabilities (outcomes of probability 0 must not
+// occur; those expected fewer than 5 times are pooled into one bin), below its 1 - 1e-4 quantile.
+template <typename Outcome>
+void expect_follows(const std::map<Outcome, int>& counts, const std::map<Outcome, double>& expected, int samples) {
+    double chi2 = 0.0, pooled_expected = 0.0, pooled_observed = 0.0;
+    int bins = 0;
+    for (const auto& [outcome, probability] : expected) {
+        const double observed = counts.count(outcome) ? counts.at(outcome) : 0;
+        const double e = probability * samples;
+        if (e < 5) {
+            pooled_expected += e;
+            pooled_observed += observed;
+            continue;
+        }
+        chi2 += (observed - e) * (observed - e) / e;
+        ++bins;
+    }
+    for (const auto& [outcome, observed] : counts)
+        EXPECT_TRUE(expected.count(outcome) && expected.at(outcome) > 0) << "an outcome of probability 0 occurred";
+    if (pooled_expected > 0) {
+        chi2 += (pooled_observed - pooled_expected) * (pooled_observed - pooled_expected) / pooled_expected;
+        ++bins;
+    }
+    const int dof = bins - 1;
+    ASSERT_GE(dof, 3);
+    // Wilson-Hilferty approximation of the chi-square quantile at 1 - 1e-4 (z = 3.719).
+    const double h = 2.0 / (9.0 * dof);
+    const double critical = dof * std::pow(1.0 - h + 3.719 * std::sqrt(h), 3.0);
+    EXPECT_LT(chi2, critical) << "dof " << dof;
+}
+
 // Stochastic vanilla decoding under batching, with temperature, top-k and top-p: the first generated
 // token of every sequence must follow the target's shaped distribution. At this prompt the shaped p and
 // q overlap by Σ min(p, q) = 0.74 (7 tokens survive the shaping), so a quarter of the samples come from the
@@ -100,27 +154,13 @@ TEST(Step, SampledFirstTokenFollowsShapedTargetUnderBatching) {
     sampling.temperature = 0.7f;
     sampling.top_k = 12;
     sampling.top_p = 0.95f;
+    SpeculativeDecoder target_only(target, nullptr, test_context());
+    const std::vector<float> p = shaped_next_distribution(target_only, target.tokenize(prompt, true), sampling);
 
-    std::vector<float> p;
-    {
-        SpeculativeDecoder target_only(target, nullptr, test_context());
-        const ForwardResult forward = target_only.forward(ModelRole::Target, target.tokenize(prompt, true), false);
-        std::vector<float> shaped(static_cast<size_t>(forward.n_vocab));
-        ShapingScratch order;
-        shape_logits(std::span<const float>(forward.logits).last(shaped.size()), sampling, shaped, order);
-        softmax(shaped, p);
-    }
-
-    constexpr int kSlots = 8;
     constexpr int kSamples = 12000;
-    SpeculativeDecoder decoder(target, &draft, test_context(kSlots));
-    std::vector<std::string> prompts(kSamples, prompt);
-    std::vector<GenerationOptions> options(kSamples, greedy(2, 1));
-    for (int s = 0; s < kSamples; ++s) {
-        options[s].sampling = sampling;
-        options[s].sampling.seed = 5000 + static_cast<uint64_t>(s);
-    }
-    const std::vector<GenerationResult> results = run_batched(decoder, prompts, options, kSlots);
+    GenerationOptions options = greedy(2, 1);
+    options.sampling = sampling;
+    const std::vector<GenerationResult> results = sample_batched(target, draft, prompt, options, kSamples);
     std::map<int32_t, int> counts;
     int64_t drafted = 0, accepted = 0;
     for (const GenerationResult& r : results) {
@@ -133,25 +173,53 @@ TEST(Step, SampledFirstTokenFollowsShapedTargetUnderBatching) {
     // Both kept drafts and replacements must be common, or the test does not exercise the residual.
     ASSERT_GT(accepted, drafted / 2);
     ASSERT_LT(accepted, drafted * 9 / 10);
+    std::map<int32_t, double> expected;
+    for (size_t v = 0; v < p.size(); ++v)
+        if (p[v] > 0) expected[static_cast<int32_t>(v)] = p[v];
+    expect_follows(counts, expected, kSamples);
+}
 
-    double chi2 = 0.0;
-    int bins = 0;
-    for (size_t v = 0; v < p.size(); ++v) {
-        const double observed = counts.count(static_cast<int32_t>(v)) ? counts[static_cast<int32_t>(v)] : 0;
-        if (p[v] == 0.0f) {
-            EXPECT_EQ(observed, 0) << "token " << v << " is outside top-k/top-p";
-            continue;
-        }
-        const double expected = p[v] * kSamples;
-        chi2 += (observed - expected) * (observed - expected) / expected;
-        ++bins;
+// Block verification (--verify block) under batching: the first two tokens, one block of γ = 2 (where a
+// rejection at the first position need not end the step), follow the target's joint law p(x1) p(x2 | x1);
+// and it keeps at least as many drafts as token-by-token verification on the same seeds.
+TEST(Step, BlockVerifiedTokenPairsFollowTheTargetsJointLaw) {
+    const std::string prompt = "The";
+    const Model target(test::kTargetModel, test::offload());
+    const Model draft(test::kDraftQ4, test::offload());
+    SamplingParams sampling;
+    sampling.temperature = 1.0f;
+    sampling.top_k = 8;
+    SpeculativeDecoder target_only(target, nullptr, test_context());
+    const std::vector<int32_t> prompt_tokens = target.tokenize(prompt, true);
+    std::map<std::pair<int32_t, int32_t>, double> expected;
+    const std::vector<float> first = shaped_next_distribution(target_only, prompt_tokens, sampling);
+    for (size_t x1 = 0; x1 < first.size(); ++x1) {
+        if (first[x1] <= 0) continue;
+        std::vector<int32_t> tokens = prompt_tokens;
+        tokens.push_back(static_cast<int32_t>(x1));
+        const std::vector<float> second = shaped_next_distribution(target_only, tokens, sampling);
+        for (size_t x2 = 0; x2 < second.size(); ++x2)
+            if (second[x2] > 0) expected[{static_cast<int32_t>(x1), static_cast<int32_t>(x2)}] = double(first[x1]) * second[x2];
     }
-    const int dof = bins - 1;
-    ASSERT_GE(dof, 3);
-    // Wilson-Hilferty approximation of the chi-square quantile at 1 - 1e-4 (z = 3.719).
-    const double h = 2.0 / (9.0 * dof);
-    const double critical = dof * std::pow(1.0 - h + 3.719 * std::sqrt(h), 3.0);
-    EXPECT_LT(chi2, critical) << "dof " << dof;
+
+    constexpr int kSamples = 12000;
+    // Three tokens: the first step's draft is capped to leave room for its target token.
+    GenerationOptions options = greedy(3, 2);
+    options.sampling = sampling;
+    int64_t accepted_by_mode[2] = {0, 0};
+    for (const Verification verification : {Verification::Token, Verification::Block}) {
+        options.verification = verification;
+        std::map<std::pair<int32_t, int32_t>, int> counts;
+        for (const GenerationResult& r : sample_batched(target, draft, prompt, options, kSamples)) {
+            ASSERT_GE(r.tokens.size(), 2u);
+            ++counts[{r.tokens[0], r.tokens[1]}];
+            accepted_by_mode[static_cast<int>(verification)] += r.stats.accepted;
+        }
+        SCOPED_TRACE(std::string(to_string(verification)));
+        expect_follows(counts, expected, kSamples);
+    }
+    std::cout << "[ accepted ] token by token " << accepted_by_mode[0] << ", block " << accepted_by_mode[1] << "\n";
+    EXPECT_GE(accepted_by_mode[1], accepted_by_mode[0]);
 }
 
 // Each sequence owns its random stream: sampled target-only decoding gives the same tokens batched or
