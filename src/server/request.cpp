@@ -191,6 +191,13 @@ CompletionRequest parse_object(const json& body, Endpoint endpoint, const Reques
     if (body.contains("stop")) gen.stop_strings = parse_stop(body);
     gen.logprobs = parse_logprobs(body, endpoint);
     if (const std::optional<bool> cache = bool_field(body, "cache_prompt")) gen.cache_prompt = *cache;
+    if (const std::optional<std::string> verify = string_field(body, "verify")) {
+        try {
+            gen.verification = parse_verification(*verify);
+        } catch (const Error& e) {
+            throw bad_field("verify", e.what());
+        }
+    }
     request.stream = bool_field(body, "stream").value_or(false);
     if (const json* options = field(body, "stream_options")) {
         if (!request.stream)

@@ -141,6 +141,18 @@ TEST(ServerRequest, JudgeKnobsAreCheckedByMakeJudge) {
     expect_400_naming_the_field(cases);
 }
 
+TEST(ServerRequest, VerifyIsTokenOrBlockAndBlockNeedsTheVanillaJudge) {
+    EXPECT_EQ(parse_ok(R"({"prompt": "x"})").generation.verification, Verification::Token);
+    EXPECT_EQ(parse_ok(R"({"prompt": "x", "verify": "block"})").generation.verification, Verification::Block);
+    const ApiError misspelt = parse_error(R"({"prompt": "x", "verify": "blok"})");
+    EXPECT_EQ(misspelt.param, "verify");
+    EXPECT_NE(misspelt.message.find("token or block"), std::string::npos) << misspelt.message;
+    const ApiError judged = parse_error(R"({"prompt": "x", "verify": "block", "judge": "kl", "judge_threshold": 0.3})");
+    EXPECT_EQ(judged.status, 400);
+    EXPECT_NE(judged.message.find("block verification needs the vanilla judge, not kl"), std::string::npos)
+        << judged.message;
+}
+
 // The server's threshold belongs to the server's rule: a request naming another rule is not refused for it.
 TEST(ServerRequest, ARequestsRuleDoesNotInheritTheServersKnobs) {
     RequestDefaults defaults = server_defaults();
