@@ -4,7 +4,7 @@
 #   bash scripts/test-gpu.sh                 ggml's Vulkan backend: a real GPU's driver where there is one,
 #                                            else Mesa's lavapipe (a software Vulkan device on the CPU)
 #   KLSPEC_CUDA=ON bash scripts/test-gpu.sh  the CUDA backend (needs a CUDA toolkit: nvcc)
-# Each llama.cpp build is cached apart (scripts/build-llama.sh); the Vulkan one takes about 20 minutes on
+# Each llama.cpp build is cached apart (scripts/build-llama.sh); the Vulkan one takes about 11 minutes on
 # 2 cores from cold. Extra arguments go to ctest (e.g. -R gpu.serve).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

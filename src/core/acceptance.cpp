@@ -78,38 +78,39 @@ bool AcceptanceStep::next_drafts_match(int32_t i, int32_t n_drafted, PositionSou
 StepOutcome AcceptanceStep::run_block(int32_t n_drafted, PositionSource& positions,
                                       std::span<const float> bonus_target_logits, Rng& rng) {
     // p_0..p_γ and q_0..q_{γ-1} as doubles over one index range: where the vocabularies differ in size, the
-    // missing ids have probability 0 (as in the token test).
-    std::vector<std::vector<double>> target_rows, draft_rows;
-    std::vector<int32_t> drafts;
+    // missing ids have probability 0 (as in the token test). The rows keep their capacity between steps.
+    const size_t gamma = static_cast<size_t>(n_drafted);
+    if (block_target_.size() < gamma + 1) block_target_.resize(gamma + 1);
+    if (block_draft_.size() < gamma) block_draft_.resize(gamma);
+    block_drafts_.clear();
     size_t size = bonus_target_logits.size();
-    for (int32_t i = 0; i < n_drafted; ++i) {
-        const DraftPosition position = positions.position(i);
+    for (size_t i = 0; i < gamma; ++i) {
+        const DraftPosition position = positions.position(static_cast<int32_t>(i));
         softmax(position.target_logits, p_);
         std::span<const float> q = position.draft_probabilities;
         if (q.empty()) {
             softmax(position.draft_logits, q_);
             q = q_;
         }
-        target_rows.emplace_back(p_.begin(), p_.end());
-        draft_rows.emplace_back(q.begin(), q.end());
-        drafts.push_back(position.draft_token);
+        block_target_[i].assign(p_.begin(), p_.end());
+        block_draft_[i].assign(q.begin(), q.end());
+        block_drafts_.push_back(position.draft_token);
         size = std::max({size, p_.size(), q.size()});
     }
     // No bonus row (the caller needs no token after a fully accepted block): p_γ only enters through h_γ = w_γ.
-    if (bonus_target_logits.empty()) {
-        target_rows.emplace_back();
-    } else {
+    block_target_[gamma].clear();
+    if (!bonus_target_logits.empty()) {
         softmax(bonus_target_logits, p_);
-        target_rows.emplace_back(p_.begin(), p_.end());
+        block_target_[gamma].assign(p_.begin(), p_.end());
     }
-    for (auto* rows : {&target_rows, &draft_rows})
-        for (std::vector<double>& row : *rows) row.resize(size, 0.0);
-    const std::vector<std::span<const double>> target(target_rows.begin(), target_rows.end());
-    const std::vector<std::span<const double>> draft(draft_rows.begin(), draft_rows.end());
+    for (size_t i = 0; i <= gamma; ++i) block_target_[i].resize(size, 0.0);
+    for (size_t i = 0; i < gamma; ++i) block_draft_[i].resize(size, 0.0);
+    const std::vector<std::span<const double>> target(block_target_.begin(), block_target_.begin() + n_drafted + 1);
+    const std::vector<std::span<const double>> draft(block_draft_.begin(), block_draft_.begin() + n_drafted);
     std::uniform_real_distribution<double> uniform(0.0, 1.0);
-    std::vector<double> uniforms(static_cast<size_t>(n_drafted));
-    for (double& u : uniforms) u = uniform(rng);
-    const BlockVerdict verdict = verify_block(drafts, target, draft, uniforms);
+    block_uniforms_.resize(gamma);
+    for (double& u : block_uniforms_) u = uniform(rng);
+    const BlockVerdict verdict = verify_block(block_drafts_, target, draft, block_uniforms_);
 
     StepOutcome outcome;
     outcome.accepted = verdict.accepted;

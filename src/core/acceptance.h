@@ -95,6 +95,9 @@ private:
     // Reused buffers: no allocation per step once they have grown to the vocabulary size.
     std::vector<float> p_;
     std::vector<float> q_;
+    std::vector<std::vector<double>> block_target_, block_draft_;  // run_block's p and q rows
+    std::vector<int32_t> block_drafts_;
+    std::vector<double> block_uniforms_;
     std::vector<PositionVerdict> verdicts_;
 };
 

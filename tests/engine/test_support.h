@@ -90,7 +90,7 @@ double max_batch_single_difference(const std::string& model_path, const std::vec
                                    int32_t tokens, const ContextOptions& context);
 
 // Where `tokens` first leaves `reference.tokens` (-1: equal). Fails the test when that position is not
-// a near tie of the reference's logits (top-2 gap below `near_tie_gap`); `divergences` counts the accepted ones.
+// a near tie of the reference's logits (top-2 gap below `gap`); `divergences` counts the accepted ones.
 int64_t check_equal_up_to_near_tie(const GreedyReference& reference, const std::vector<int32_t>& tokens,
                                    const std::string& label, int64_t& divergences, float gap = near_tie_gap());
 
