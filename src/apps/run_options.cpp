@@ -1,5 +1,6 @@
 #include "apps/run_options.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "apps/stats_report.h"
 #include "apps/thread_wait.h"
@@ -61,6 +63,29 @@ std::vector<std::string> split_server_list(const std::string& list) {
     return servers;
 }
 
+// --spec-type's names into the n-gram types; returns whether the draft model drafts (draft-simple listed,
+// or nothing listed).
+bool parse_spec_types(const std::vector<std::string>& names, NgramOptions& ngram) {
+    ngram.types.clear();
+    if (names.empty()) return true;
+    bool draft_model = false;
+    for (const std::string& name : names) {
+        const std::span<const std::string_view> known = ngram_type_names();
+        if (name == "draft-simple") {
+            draft_model = true;
+        } else if (std::find(known.begin(), known.end(), name) != known.end()) {
+            if (std::find(ngram.types.begin(), ngram.types.end(), name) == ngram.types.end()) ngram.types.push_back(name);
+        } else if (name == "draft-eagle3" || name == "draft-mtp" || name == "draft-dflash" || name == "draft-dspark") {
+            throw Error(fmt::format("--spec-type {} is not supported: klspec's judges need the draft's distribution, "
+                                    "which llama.cpp's drafter does not hand back (docs/drafters.md)", name));
+        } else {
+            throw Error(fmt::format("unknown --spec-type '{}' (one of: draft-simple, {})", name,
+                                    fmt::join(known, ", ")));
+        }
+    }
+    return draft_model;
+}
+
 }  // namespace
 
 void add_model_options(CLI::App& app, RunOptions& options) {
@@ -72,6 +97,31 @@ void add_model_options(CLI::App& app, RunOptions& options) {
     app.add_option("--model-draft,--spec-draft-model", options.draft_path,
                    "Draft model (GGUF, a vocabulary llama.cpp pairs with the target's: docs/judges.md); also -md. With -m but without -md: "
                    "target-only decoding");
+    app.add_option("--spec-type", options.spec_types,
+                   "Drafters, comma-separated as llama.cpp's --spec-type: draft-simple (the draft model), "
+                   "ngram-simple, ngram-map-k, ngram-map-k4v, ngram-mod, ngram-cache (lookups in the sequence's own "
+                   "prompt and output: no second model). Chained: the n-gram types first, in that order, the draft "
+                   "model where none finds a draft. N-gram drafts have no distribution q: the rules that read q or "
+                   "hidden states (kl, draft-entropy, autojudge) are refused with them. Default: draft-simple when "
+                   "there is a draft model")
+        ->delimiter(',')
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    app.add_option("--spec-ngram-size-n,--spec-ngram-simple-size-n,--spec-ngram-map-k-size-n,--spec-ngram-map-k4v-size-n",
+                   options.ngram.size_n, "ngram-simple, ngram-map-k, ngram-map-k4v: length of the lookup n-gram")
+        ->capture_default_str()->check(kPositive);
+    app.add_option("--spec-ngram-size-m,--spec-ngram-simple-size-m,--spec-ngram-map-k-size-m,--spec-ngram-map-k4v-size-m",
+                   options.ngram.size_m, "ngram-simple, ngram-map-k, ngram-map-k4v: length of the m-gram proposed after a "
+                   "match (a draft's length at most)")
+        ->capture_default_str()->check(kPositive);
+    app.add_option("--spec-ngram-min-hits,--spec-ngram-map-k-min-hits,--spec-ngram-map-k4v-min-hits",
+                   options.ngram.min_hits, "ngram-map-k, ngram-map-k4v: hits an n-gram needs before it is used")
+        ->capture_default_str()->check(kPositive);
+    app.add_option("--spec-ngram-mod-n-match", options.ngram.mod_n_match, "ngram-mod: lookup length")
+        ->capture_default_str()->check(kPositive);
+    app.add_option("--spec-ngram-mod-n-min", options.ngram.mod_n_min,
+                   "ngram-mod: a shorter continuation is no draft")->capture_default_str()->check(kNonNegative);
+    app.add_option("--spec-ngram-mod-n-max", options.ngram.mod_n_max, "ngram-mod: longest draft")
+        ->capture_default_str()->check(kPositive);
     app.add_option("-c,--ctx-size", options.context.n_ctx, "Context size in tokens per sequence (prompt + output)")
         ->capture_default_str()->check(kPositive);
     app.add_option("-b,--batch-size", options.context.n_batch, "Prompt-processing batch size")
@@ -232,11 +282,19 @@ DecodingSession open_session(const RunOptions& options) {
         set_cpu_affinity(options.cpu_range.empty() ? options.cpu_mask : options.cpu_range, !options.cpu_range.empty());
     std::string target_path = options.target_path;
     std::string draft_path = options.draft_path;
+    NgramOptions ngram = options.ngram;
+    const bool uses_draft_model = parse_spec_types(options.spec_types, ngram);
+    validate(ngram);
+    if (!uses_draft_model && !draft_path.empty())
+        throw Error("a draft model is given (-md) but --spec-type does not list draft-simple: add it to chain the "
+                    "draft model after the n-gram drafters");
     if (target_path.empty()) {
         const std::string dir = default_models_dir();
         target_path = dir + "/testbed-target.gguf";
-        if (draft_path.empty()) draft_path = dir + "/testbed-draft.gguf";
+        if (draft_path.empty() && uses_draft_model) draft_path = dir + "/testbed-draft.gguf";
     }
+    if (!options.spec_types.empty() && uses_draft_model && draft_path.empty())
+        throw Error("--spec-type draft-simple needs a draft model (-md)");
     DecodingSession session;
     session.generation = options.generation;
     session.generation.judge = make_judge(options.judge);
@@ -251,7 +309,7 @@ DecodingSession open_session(const RunOptions& options) {
     }
     ContextOptions context = options.context;
     context.hidden_states = options.context.hidden_states || session.generation.judge->needs_hidden_states();
-    session.decoder = std::make_unique<SpeculativeDecoder>(*session.target, session.draft.get(), context);
+    session.decoder = std::make_unique<SpeculativeDecoder>(*session.target, session.draft.get(), context, ngram);
     if (!options.trace_path.empty()) {
         session.trace = std::make_unique<std::ofstream>(options.trace_path);
         if (!*session.trace) throw Error(fmt::format("cannot write trace file: {}", options.trace_path));

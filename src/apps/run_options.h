@@ -22,6 +22,10 @@ struct RunOptions {
     ModelOptions model;  // the target's; the draft's too, but for its RPC servers
     std::vector<std::string> draft_rpc_servers;  // --rpc-draft; empty: the draft runs locally
     ContextOptions context;
+    // --spec-type, llama.cpp's names: draft-simple (the draft model) and ngram-*, chained n-gram first.
+    // Empty: the draft model when there is one.
+    std::vector<std::string> spec_types;
+    NgramOptions ngram;  // its types filled from spec_types by open_session
     GenerationOptions generation;
     JudgeOptions judge;
     std::string trace_path;  // --trace: one JSON line per judged position
@@ -51,7 +55,7 @@ void add_run_options(CLI::App& app, RunOptions& options);
 // what the judge reads (hidden states for autojudge). options.generation.judge is the run's judge.
 struct DecodingSession {
     std::unique_ptr<Model> target;
-    std::unique_ptr<Model> draft;  // null: target-only
+    std::unique_ptr<Model> draft;  // null: no draft model (target-only, or n-gram drafts alone)
     std::unique_ptr<SpeculativeDecoder> decoder;
     GenerationOptions generation;  // the run's options with its judge
     std::unique_ptr<std::ofstream> trace;  // open when --trace was given

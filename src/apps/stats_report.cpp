@@ -15,6 +15,8 @@ nlohmann::json stats_to_json(const GenerationStats& s) {
             {"draft_length_sum", s.draft_length_sum},
             {"mean_draft_length", s.mean_draft_length()},
             {"target_only_steps", s.target_only_steps},
+            {"ngram_drafted", s.ngram_drafted},
+            {"ngram_accepted", s.ngram_accepted},
             {"outside_span", s.outside_span},
             {"span_blocked", s.span_blocked},
             {"mat", s.mat()},
@@ -37,7 +39,11 @@ std::string format_stats(const GenerationStats& s) {
             ? fmt::format("judge span: {} tokens emitted outside it (exact), {} relaxations refused there\n",
                           s.outside_span, s.span_blocked)
             : "";
-    return span + fmt::format(
+    const std::string ngram = s.ngram_drafted > 0 ? fmt::format("n-gram drafts: {} drafted, {} accepted ({:.1f} %)\n",
+                                                                s.ngram_drafted, s.ngram_accepted,
+                                                                100.0 * double(s.ngram_accepted) / double(s.ngram_drafted))
+                                                  : "";
+    return span + ngram + fmt::format(
         "emitted {} tokens in {} target calls: MAT {:.2f}\n"
         "draft: {} drafted, {} accepted ({:.1f} %), {} relaxed, {} draft calls; mean gamma {:.2f}, {} target-only steps\n"
         "speed: {:.1f} tokens/s decode, {:.1f} tokens/s prompt ({} tokens)\n"
@@ -78,6 +84,7 @@ nlohmann::json judged_position_to_json(const JudgedPosition& p) {
                           {"verdict", to_string(p.verdict.verdict)},
                           {"draft_length", p.draft_length},
                           {"acceptance_estimate", p.acceptance_estimate}};
+    if (!p.has_draft_distribution) row["kl"] = row["draft_entropy"] = nullptr;  // an n-gram draft has no q
     if (p.verdict.judged) row["judge_statistic"] = p.verdict.decision.statistic;
     if (!p.verdict.in_span) row["in_span"] = false;
     return row;

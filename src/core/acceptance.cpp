@@ -40,6 +40,16 @@ bool AcceptanceStep::vanilla_accepts(const DraftPosition& position, Rng& rng, in
         return replacement == d;
     }
     softmax(position.target_logits, p_);
+    std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
+    if (position.draft_logits.empty() && position.draft_probabilities.empty()) {
+        // A point-mass draft (n-gram): accept with probability p(d), else draw from p with d removed, which
+        // is normalize(max(0, p - q)) for q = δ_d.
+        const float p_d = static_cast<size_t>(d) < p_.size() ? p_[d] : 0.0f;
+        if (uniform(rng) < p_d) return true;
+        if (static_cast<size_t>(d) < p_.size()) p_[d] = 0.0f;
+        replacement = sample_from_weights(p_, rng);
+        return false;
+    }
     // The drafting step already normalised q when it sampled d from it.
     std::span<const float> q = position.draft_probabilities;
     if (q.empty()) {
@@ -49,7 +59,6 @@ bool AcceptanceStep::vanilla_accepts(const DraftPosition& position, Rng& rng, in
     // A token outside the target's vocabulary has p(d) = 0: always rejected.
     const float p_d = static_cast<size_t>(d) < p_.size() ? p_[d] : 0.0f;
     const float q_d = q[d];
-    std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
     // u < p/q written without the division; q_d > 0 because d was drawn from q.
     if (p_d >= q_d || uniform(rng) * q_d < p_d) return true;
 
@@ -87,15 +96,20 @@ StepOutcome AcceptanceStep::run_block(int32_t n_drafted, PositionSource& positio
     for (size_t i = 0; i < gamma; ++i) {
         const DraftPosition position = positions.position(static_cast<int32_t>(i));
         softmax(position.target_logits, p_);
+        block_target_[i].assign(p_.begin(), p_.end());
         std::span<const float> q = position.draft_probabilities;
-        if (q.empty()) {
+        if (q.empty() && !position.draft_logits.empty()) {
             softmax(position.draft_logits, q_);
             q = q_;
         }
-        block_target_[i].assign(p_.begin(), p_.end());
-        block_draft_[i].assign(q.begin(), q.end());
+        if (q.empty()) {  // a point-mass draft (n-gram)
+            block_draft_[i].assign(std::max(p_.size(), static_cast<size_t>(position.draft_token) + 1), 0.0);
+            block_draft_[i][static_cast<size_t>(position.draft_token)] = 1.0;
+        } else {
+            block_draft_[i].assign(q.begin(), q.end());
+        }
         block_drafts_.push_back(position.draft_token);
-        size = std::max({size, p_.size(), q.size()});
+        size = std::max({size, p_.size(), block_draft_[i].size()});
     }
     // No bonus row (the caller needs no token after a fully accepted block): p_γ only enters through h_γ = w_γ.
     block_target_[gamma].clear();

@@ -160,13 +160,15 @@ DraftChoice evaluate_draft_lengths(const BatchCostCurve& verify, const BatchCost
     int32_t deepest = 0;
     for (size_t s = 0; s < candidates.size(); ++s) {
         choice.expected_tokens += expected_tokens(lengths[s], std::span<const double>(candidates[s].acceptance));
+        choice.expected_seconds += candidates[s].lookup_seconds;
         shares.push_back({candidates[s].sequence_id, lengths[s] + 1});
-        deepest = std::max(deepest, lengths[s]);
+        if (candidates[s].model_drafts) deepest = std::max(deepest, lengths[s]);
     }
     choice.expected_seconds += verify.seconds(std::span<const int32_t>(sequential_equal_split(shares)));
     std::vector<int32_t> draft_calls;
     for (int32_t depth = 0; depth < deepest; ++depth) {
-        for (size_t s = 0; s < candidates.size(); ++s) shares[s].tokens = lengths[s] > depth ? 1 : 0;
+        for (size_t s = 0; s < candidates.size(); ++s)
+            shares[s].tokens = candidates[s].model_drafts && lengths[s] > depth ? 1 : 0;
         for (const int32_t size : sequential_equal_split(shares)) draft_calls.push_back(size);
     }
     choice.expected_seconds += draft.seconds(std::span<const int32_t>(draft_calls));

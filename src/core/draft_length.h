@@ -124,6 +124,10 @@ struct DraftCandidate {
     std::vector<double> acceptance;  // by depth 1..max_length (expected_tokens)
     int32_t min_length = 0;   // γ bounds; min = max fixes the length (a sequence not under Auto)
     int32_t max_length = 0;
+    // Who drafts: the draft model (a batch per depth, costed by the draft curve), or a lookup drafter
+    // (n-gram) whose proposal is already made: no draft batches, only its measured cost per step.
+    bool model_drafts = true;
+    double lookup_seconds = 0;
 };
 
 struct DraftChoice {

@@ -13,7 +13,9 @@ namespace klspec {
 
 // What a judge sees about one drafted position i.
 struct DraftPosition {
-    // Shaped logits (sampling.h: shape_logits) of the target's p_i and the draft's q_i, same length.
+    // Shaped logits (sampling.h: shape_logits) of the target's p_i and the draft's q_i, same length. Both
+    // draft spans are empty for a drafter without a distribution (n-gram lookup): q_i is then a point mass
+    // at draft_token.
     std::span<const float> target_logits;
     std::span<const float> draft_logits;
     // softmax(draft_logits) when the drafting step already computed it (sampling); empty otherwise.
@@ -46,6 +48,10 @@ public:
     virtual std::string_view name() const = 0;
     virtual JudgeDecision decide(const DraftPosition& position) const = 0;
     virtual bool needs_hidden_states() const { return false; }
+    // Whether decide() reads q_i: such a rule cannot judge drafts without a distribution (n-gram).
+    virtual bool needs_draft_distribution() const { return false; }
+    // A rule that reads q_i or the draft's hidden states needs a draft model as its drafter.
+    bool needs_draft_model() const { return needs_draft_distribution() || needs_hidden_states(); }
     // Whether decide() reads the logit rows; when it does not, greedy drafting need not keep them.
     virtual bool needs_distributions() const { return true; }
     // A bound ε the rule guarantees on TV(p_i, q_i) at every relaxed position, when it has one (kl: by

@@ -32,6 +32,7 @@ const std::array kRules{
     JudgeRule{.name = KlJudge::kName,
               .summary = "accept when max p <= mask and KL(p || q) < threshold (the paper)",
               .threshold = Knob::Required,
+              .needs_draft_model = true,
               .make = [](const JudgeOptions& o) -> std::unique_ptr<Judge> {
                   return std::make_unique<KlJudge>(threshold_of(o), o.confidence_mask);
               }},
@@ -50,6 +51,7 @@ const std::array kRules{
     JudgeRule{.name = DraftEntropyJudge::kName,
               .summary = "accept when the draft's entropy H(q) <= threshold",
               .threshold = Knob::Required,
+              .needs_draft_model = true,
               .make = [](const JudgeOptions& o) -> std::unique_ptr<Judge> {
                   return std::make_unique<DraftEntropyJudge>(threshold_of(o));
               }},
@@ -85,6 +87,7 @@ const std::array kRules{
               .summary = "accept when a trained head on hidden states scores < threshold",
               .threshold = Knob::Optional,
               .head = Knob::Required,
+              .needs_draft_model = true,
               .make = [](const JudgeOptions& o) -> std::unique_ptr<Judge> {
                   AutoJudgeHead head = AutoJudgeHead::load(o.head_path);
                   const double tau = o.threshold.value_or(head.threshold);

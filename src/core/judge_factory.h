@@ -46,6 +46,9 @@ struct JudgeRule {
     Knob topk = Knob::Refused;
     Knob head = Knob::Refused;
     Knob window = Knob::Refused;
+    // The rule reads the draft model's q_i or hidden states (Judge::needs_draft_model), so an n-gram draft,
+    // which has neither, cannot be judged by it.
+    bool needs_draft_model = false;
     // Builds the judge from options whose knobs were checked against the three fields above.
     std::unique_ptr<Judge> (*make)(const JudgeOptions& options) = nullptr;
 };

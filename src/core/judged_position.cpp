@@ -22,14 +22,17 @@ JudgedPosition describe_position(const DraftPosition& position) {
     // The statistics over the common ids (as the judges see them); the target's token and the draft's rank
     // over the target's whole vocabulary (a draft token outside it ranks last).
     const DraftPosition common = over_common_ids(position);
-    const KlStats kl = kl_stats(common.target_logits, common.draft_logits);
     JudgedPosition described;
     described.draft_token = position.draft_token;
     described.target_token = argmax(position.target_logits);
-    described.kl = kl.kl;
-    described.target_entropy = distribution_stats(common.target_logits).entropy;
-    described.draft_entropy = distribution_stats(common.draft_logits).entropy;
-    described.target_max_probability = kl.target_max_probability;
+    const DistributionStats target = distribution_stats(common.target_logits);
+    described.target_entropy = target.entropy;
+    described.target_max_probability = target.max_probability;
+    described.has_draft_distribution = !common.draft_logits.empty();
+    if (described.has_draft_distribution) {
+        described.kl = kl_stats(common.target_logits, common.draft_logits).kl;
+        described.draft_entropy = distribution_stats(common.draft_logits).entropy;
+    }
     described.draft_rank = static_cast<size_t>(position.draft_token) < position.target_logits.size()
                                ? logit_rank(position.target_logits, position.draft_token)
                                : static_cast<int64_t>(position.target_logits.size());

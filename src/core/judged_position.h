@@ -14,6 +14,8 @@ struct JudgedPosition {
     int64_t position = 0;      // index of d_i in the sequence (prompt tokens included)
     int32_t draft_token = -1;  // d_i
     int32_t target_token = -1; // argmax p_i
+    // False for a drafter without a distribution (n-gram): kl and draft_entropy are then undefined (0).
+    bool has_draft_distribution = true;
     double kl = 0;             // D_KL(p_i ‖ q_i)
     double target_entropy = 0; // H(p_i)
     double draft_entropy = 0;  // H(q_i)

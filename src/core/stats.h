@@ -16,6 +16,8 @@ struct GenerationStats {
     int64_t relaxed_accepted = 0;  // draft tokens kept only because the judge relaxed them
     int64_t draft_length_sum = 0;  // Σ over target calls of the γ the draft policy chose
     int64_t target_only_steps = 0; // target calls that verified no draft (γ 0, a draft cut short, no draft model)
+    int64_t ngram_drafted = 0;     // of drafted and accepted: the n-gram drafter's (--spec-type ngram-*)
+    int64_t ngram_accepted = 0;
     // With a judge span (core/judge_span.h): emitted tokens outside it (each the target's own choice), and
     // the positions there that the judge would have relaxed had the span been the whole output.
     int64_t outside_span = 0;
@@ -42,6 +44,8 @@ struct GenerationStats {
         relaxed_accepted += other.relaxed_accepted;
         draft_length_sum += other.draft_length_sum;
         target_only_steps += other.target_only_steps;
+        ngram_drafted += other.ngram_drafted;
+        ngram_accepted += other.ngram_accepted;
         outside_span += other.outside_span;
         span_blocked += other.span_blocked;
         prompt_seconds += other.prompt_seconds;

@@ -8,6 +8,7 @@
 
 #include "core/distribution_stats.h"
 #include "core/error.h"
+#include "core/judge_factory.h"
 
 namespace klspec {
 namespace {
@@ -58,6 +59,14 @@ std::span<const TokenLogprobs> step_logprobs(const Sequence& seq, size_t n_token
     return all.empty() ? std::span<const TokenLogprobs>() : std::span(all).last(n_tokens);
 }
 
+// The rules an n-gram draft can feed (they read nothing of the draft but its token), comma-separated.
+std::string target_only_rule_names() {
+    std::string names;
+    for (const JudgeRule& rule : judge_rules())
+        if (!rule.needs_draft_model) names += fmt::format("{}{}", names.empty() ? "" : ", ", rule.name);
+    return names;
+}
+
 }  // namespace
 
 void validate(const GenerationOptions& options) {
@@ -103,9 +112,11 @@ Sequence::Sequence(int32_t id, GenerationOptions options)
       span_(options_.judge_span),
       acceptance_(options_.sampling, *judge_, options_.verification) {}
 
-SpeculativeDecoder::SpeculativeDecoder(const Model& target, const Model* draft, const ContextOptions& options)
+SpeculativeDecoder::SpeculativeDecoder(const Model& target, const Model* draft, const ContextOptions& options,
+                                       const NgramOptions& ngram)
     : target_(target), target_ctx_(target, options), n_target_vocab_(target.n_vocab()), target_batch_(64),
       draft_batch_(64), kept_(static_cast<size_t>(options.n_sequences)) {
+    if (ngram.enabled()) ngram_ = std::make_unique<NgramDrafter>(ngram, options.n_sequences);
     if (draft != nullptr) {
         require_compatible_vocabularies(target, *draft);
         n_draft_vocab_ = draft->n_vocab();
@@ -134,6 +145,11 @@ Sequence SpeculativeDecoder::start(int32_t id, std::vector<int32_t> prompt_token
                                 seq.judge_->name()));
     if (seq.judge_->needs_hidden_states() && !draft_ctx_)
         throw Error(fmt::format("the {} rule needs a draft model", seq.judge_->name()));
+    if (seq.judge_->needs_draft_model() && ngram_)
+        throw Error(fmt::format("the {} rule reads the draft model's {}, which n-gram drafts do not have: drop the "
+                                "ngram types from --spec-type, or use a rule that reads the target alone ({})",
+                                seq.judge_->name(), seq.judge_->needs_hidden_states() ? "hidden states" : "distribution q",
+                                target_only_rule_names()));
 
     if (prompt_tokens.empty()) throw PromptError("the prompt is empty and the model adds no BOS token");
     if (to_int(prompt_tokens.size()) >= target_ctx_.n_ctx()) {
@@ -167,6 +183,7 @@ Sequence SpeculativeDecoder::start(int32_t id, std::vector<int32_t> prompt_token
     // span counts the output alone (a prompt's exemplars hold the string too).
     if (seq.options_.judge_span.kind == JudgeSpan::Kind::Between)
         for (const int32_t token : seq.tokens_) seq.span_.feed(target_.piece(token, /*special=*/true));
+    if (ngram_) ngram_->begin(id, seq.tokens_);
     seq.target_cached_ = seq.draft_cached_ = to_int(seq.tokens_.size()) - 1;
     if (seq.draft_unreadable_) seq.draft_cached_ = draft_reused;
     seq.finished_ = seq.options_.max_tokens == 0;
@@ -219,17 +236,28 @@ void SpeculativeDecoder::choose_draft_lengths_for(std::span<Sequence* const> act
     // Each sequence's cap: draft-max, -n and the context; Fixed / Adaptive take their budget within it.
     std::vector<int32_t>& caps = draft_caps_;
     caps.clear();
-    bool any_auto = false;
     for (Sequence* seq : active) {
         const GenerationOptions& options = seq->options_;
         const int32_t wanted = options.max_tokens - to_int(seq->result_.tokens.size());
         const bool first_alone = options.first_token_alone && seq->result_.tokens.empty();
-        const int32_t cap = draft_ctx_ && !first_alone && !seq->draft_unreadable_ ? std::max(0, std::min({options.draft_max, wanted - 1,
+        const bool can_draft = ngram_ || (draft_ctx_ && !seq->draft_unreadable_);
+        const int32_t cap = can_draft && !first_alone ? std::max(0, std::min({options.draft_max, wanted - 1,
                                                                               target_ctx_.n_ctx() - seq->target_cached_ - 1}))
-                                                       : 0;
-        caps.push_back(cap);
-        any_auto = any_auto || (options.draft_policy == DraftPolicy::Auto && cap > 0);
-        seq->gamma_ = options.draft_policy == DraftPolicy::Off ? 0 : std::min(seq->draft_budget_, cap);
+                                                      : 0;
+        caps.push_back(options.draft_policy == DraftPolicy::Off ? 0 : cap);
+        seq->gamma_ = std::min(seq->draft_budget_, caps.back());
+    }
+    // The n-gram drafts first (a lookup: microseconds), so that the choice knows which sequences have one and
+    // how long it is; where none is found, the draft model drafts, or no one does.
+    lookup_ngram_drafts(active);
+    bool any_auto = false;
+    for (size_t s = 0; s < active.size(); ++s) {
+        Sequence& seq = *active[s];
+        const int32_t found = to_int(ngram_ ? ngram_->draft(seq.id_).size() : 0);
+        if (seq.ngram_drafts_) caps[s] = std::min(caps[s], found);
+        if (!seq.ngram_drafts_ && (!draft_ctx_ || seq.draft_unreadable_)) caps[s] = 0;
+        seq.gamma_ = std::min(seq.gamma_, caps[s]);
+        any_auto = any_auto || (seq.options_.draft_policy == DraftPolicy::Auto && caps[s] > 0);
     }
     if (!any_auto) return;
     if (!costs_calibrated_) {
@@ -239,16 +267,18 @@ void SpeculativeDecoder::choose_draft_lengths_for(std::span<Sequence* const> act
         const Sequence& seq = *active[drafting];
         time_step_costs(seq.tokens_.back(), seq.id_, seq.target_cached_, seq.draft_cached_, seq.options_.draft_max);
     }
-    // The decoder's profile over depths, at each sequence's level: its running rate (shrunk to the
-    // decoder's) against the decoder's. Sequences not under Auto keep their γ but share the batch.
-    const double decoder_rate = decoder_acceptance_.rate(AcceptanceEstimate::kDecoderPrior);
+    // Each drafter's profile over depths, at each sequence's level: its running rate for that drafter (shrunk
+    // to the decoder's) against the decoder's. Sequences not under Auto keep their γ but share the batch.
     std::vector<DraftCandidate> candidates;
     for (size_t s = 0; s < active.size(); ++s) {
         const Sequence& seq = *active[s];
+        const size_t source = static_cast<size_t>(seq.ngram_drafts_ ? DraftSource::Ngram : DraftSource::Model);
+        const double decoder_rate = decoder_acceptance_[source].rate(AcceptanceEstimate::kDecoderPrior);
         const bool automatic = seq.options_.draft_policy == DraftPolicy::Auto && caps[s] > 0;
-        const double scale = seq.acceptance_estimate_.rate(decoder_rate) / decoder_rate;
-        candidates.push_back({seq.id_, depth_acceptance_.rates(std::max(caps[s], seq.gamma_), scale),
-                              automatic ? 0 : seq.gamma_, automatic ? caps[s] : seq.gamma_});
+        const double scale = seq.acceptance_estimates_[source].rate(decoder_rate) / decoder_rate;
+        candidates.push_back({seq.id_, depth_acceptance_[source].rates(std::max(caps[s], seq.gamma_), scale),
+                              automatic ? 0 : seq.gamma_, automatic ? caps[s] : seq.gamma_, !seq.ngram_drafts_,
+                              seq.ngram_drafts_ ? ngram_lookup_seconds_ : 0.0});
     }
     const DraftChoice choice = choose_draft_lengths(verify_costs_, draft_costs_, candidates);
     for (size_t s = 0; s < active.size(); ++s) {
@@ -257,8 +287,32 @@ void SpeculativeDecoder::choose_draft_lengths_for(std::span<Sequence* const> act
     }
 }
 
+void SpeculativeDecoder::lookup_ngram_drafts(std::span<Sequence* const> active) {
+    for (Sequence* seq : active) seq->ngram_drafts_ = false;
+    if (!ngram_) return;
+    const auto start = Clock::now();
+    int32_t requested = 0;
+    for (size_t s = 0; s < active.size(); ++s) {
+        if (draft_caps_[s] == 0) continue;
+        ngram_->request(active[s]->id_, active[s]->tokens_, draft_caps_[s]);
+        ++requested;
+    }
+    if (requested == 0) return;
+    ngram_->draft_requested();
+    const double seconds = seconds_since(start);
+    // A running mean per sequence looked up: what a step pays for the lookup whatever γ comes of it.
+    ngram_lookup_seconds_ = ngram_lookup_seconds_ == 0 ? seconds / requested
+                                                       : 0.9 * ngram_lookup_seconds_ + 0.1 * seconds / requested;
+    for (size_t s = 0; s < active.size(); ++s) {
+        if (draft_caps_[s] == 0) continue;
+        Sequence& seq = *active[s];
+        seq.ngram_drafts_ = !ngram_->draft(seq.id_).empty();
+        seq.result_.stats.draft_seconds += seconds / requested;
+    }
+}
+
 void SpeculativeDecoder::calibrate_step_costs(int32_t draft_max) {
-    if (!draft_ctx_ || costs_calibrated_) return;
+    if ((!draft_ctx_ && !ngram_) || costs_calibrated_) return;
     if (draft_max < 1) throw Error(fmt::format("calibrate_step_costs: draft_max must be at least 1, got {}", draft_max));
     // Id 0 is a token of both vocabularies; what the rows compute does not matter, only how long they take.
     time_step_costs(/*token=*/0, /*id=*/0, /*target_pos=*/0, /*draft_pos=*/0, draft_max);
@@ -300,7 +354,17 @@ void SpeculativeDecoder::draft_all(std::span<Sequence* const> active) {
     for (Sequence* seq : active) {
         seq->drafted_.clear();
         seq->draft_hidden_.clear();
-        if (seq->gamma_ > 0) drafting.push_back(seq);
+        if (seq->gamma_ == 0) continue;
+        if (!seq->ngram_drafts_) {
+            drafting.push_back(seq);
+            continue;
+        }
+        // The n-gram's proposal, cut to γ: token ids without q rows (a point mass each).
+        const std::span<const int32_t> found = ngram_->draft(seq->id_).first(static_cast<size_t>(seq->gamma_));
+        seq->drafted_.assign(found.begin(), found.end());
+        seq->draft_rows_.clear();
+        seq->draft_probs_.clear();
+        if (to_int(seq->drafted_.size()) < seq->options_.draft_min) seq->drafted_.clear();
     }
     if (drafting.empty()) return;
 
@@ -446,10 +510,10 @@ void SpeculativeDecoder::judge_emit_roll_back(Sequence& seq, const StepCallback&
             const size_t n = static_cast<size_t>(decoder.n_draft_vocab_);
             DraftPosition p;
             p.target_logits = target_logits(i);
-            // Rows are kept only where someone reads them (see draft_all).
-            if (seq.draft_rows_.size() >= (static_cast<size_t>(i) + 1) * n)
+            // Rows are kept only where someone reads them (see draft_all); an n-gram draft has none.
+            if (!seq.ngram_drafts_ && seq.draft_rows_.size() >= (static_cast<size_t>(i) + 1) * n)
                 p.draft_logits = std::span<const float>(seq.draft_rows_.data() + static_cast<size_t>(i) * n, n);
-            if (!seq.options_.sampling.greedy())
+            if (!seq.ngram_drafts_ && !seq.options_.sampling.greedy())
                 p.draft_probabilities = std::span<const float>(seq.draft_probs_.data() + static_cast<size_t>(i) * n, n);
             p.draft_token = seq.drafted_[static_cast<size_t>(i)];
             if (!seq.draft_in_span_.empty()) p.in_span = seq.draft_in_span_[static_cast<size_t>(i)] != 0;
@@ -477,11 +541,20 @@ void SpeculativeDecoder::judge_emit_roll_back(Sequence& seq, const StepCallback&
     const StepOutcome outcome = seq.acceptance_.run(k, positions, bonus_row ? positions.target_logits(k) : std::span<const float>(),
                                                     seq.rng_);
     // What this step's γ was chosen on (approximately: other sequences' steps may have moved the prior since).
+    const size_t source = static_cast<size_t>(seq.ngram_drafts_ ? DraftSource::Ngram : DraftSource::Model);
     const double acceptance_estimate =
-        seq.acceptance_estimate_.rate(decoder_acceptance_.rate(AcceptanceEstimate::kDecoderPrior));
-    seq.acceptance_estimate_.record(k, outcome.accepted);
-    if (k > 0) decoder_acceptance_.record(k, outcome.accepted);
-    depth_acceptance_.record(k, outcome.accepted);
+        seq.acceptance_estimates_[source].rate(decoder_acceptance_[source].rate(AcceptanceEstimate::kDecoderPrior));
+    // Each drafter's evidence fades by a step; only the one that drafted gains some.
+    for (size_t other = 0; other < kDraftSources; ++other)
+        if (other != source) seq.acceptance_estimates_[other].record(0, 0);
+    seq.acceptance_estimates_[source].record(k, outcome.accepted);
+    if (k > 0) decoder_acceptance_[source].record(k, outcome.accepted);
+    depth_acceptance_[source].record(k, outcome.accepted);
+    if (seq.ngram_drafts_ && k > 0) {
+        ngram_->accept(seq.id_, outcome.accepted);
+        stats.ngram_drafted += k;
+        stats.ngram_accepted += outcome.accepted;
+    }
     stats.drafted += k;
     stats.draft_length_sum += seq.gamma_;
     stats.target_only_steps += k == 0;

@@ -8,6 +8,7 @@
 // token sequence) for mining and scoring.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -27,8 +28,13 @@
 #include "core/token_logprobs.h"
 #include "engine/context.h"
 #include "engine/model.h"
+#include "engine/ngram_drafter.h"
 
 namespace klspec {
+
+// Who drafted a step: the draft model, or the n-gram drafter. Each has its own acceptance profile.
+enum class DraftSource : uint8_t { Model, Ngram };
+inline constexpr size_t kDraftSources = 2;
 
 struct GenerationOptions {
     int32_t max_tokens = 128;       // -n: generated tokens at most
@@ -113,8 +119,11 @@ private:
     bool draft_unreadable_ = false;
     int32_t draft_budget_ = 0;      // γ for the next step under Fixed / Adaptive: draft_max, or the adaptive value
     int32_t gamma_ = 0;             // this step's γ: chosen by the policy, capped by -n and the context
-    AcceptanceEstimate acceptance_estimate_;  // running per-position acceptance (the cost model's α), whose
-                                              // prior is the decoder-wide estimate
+    // This step's draft comes from the n-gram drafter (found before γ is chosen), not the draft model.
+    bool ngram_drafts_ = false;
+    // Running per-position acceptance (the cost model's α) of each drafter's drafts, whose prior is the
+    // decoder-wide estimate of that drafter.
+    std::array<AcceptanceEstimate, kDraftSources> acceptance_estimates_;
     DraftProbe probe_;              // Auto: drafts again now and then after choosing target-only
     Rng rng_;
     TextStream stream_;
@@ -147,8 +156,11 @@ enum class ModelRole { Target, Draft };
 
 class SpeculativeDecoder {
 public:
-    // `draft` may be null: target-only decoding. Throws klspec::Error on an unusable pair or options.
-    SpeculativeDecoder(const Model& target, const Model* draft, const ContextOptions& options);
+    // `draft` may be null: no draft model. With n-gram drafters (`ngram.types`), they draft first and the
+    // draft model where they find nothing; with neither, target-only decoding. Throws klspec::Error on an
+    // unusable pair or options.
+    SpeculativeDecoder(const Model& target, const Model* draft, const ContextOptions& options,
+                       const NgramOptions& ngram = {});
 
     // Tokenizes the prompt and caches it in both models under sequence id `id` (< n_sequences), which
     // must not be in use by an unfinished sequence.
@@ -171,6 +183,7 @@ public:
 
     void set_observer(JudgeObserver observer) { observer_ = std::move(observer); }
     bool has_draft() const { return draft_ctx_ != nullptr; }
+    bool has_ngram_drafter() const { return ngram_ != nullptr; }
     int32_t n_sequences() const { return target_ctx_.n_sequences(); }
     const Model& target() const { return target_; }
     // Wall time inside llama_decode, both models, since construction (the rest of a step is the engine's).
@@ -179,6 +192,8 @@ public:
     // llama_decode against batch size. Empty until a sequence under Auto has stepped.
     const BatchCostCurve& verify_costs() const { return verify_costs_; }
     const BatchCostCurve& draft_costs() const { return draft_costs_; }
+    // The n-gram drafter's measured seconds per sequence lookup (0 before the first).
+    double ngram_lookup_seconds() const { return ngram_lookup_seconds_; }
     // Replaces the measured costs and stops measuring (tests with fake costs; a caller with a cost model
     // of its own): the Auto policy then decides on these curves alone.
     void set_step_costs(BatchCostCurve verify, BatchCostCurve draft);
@@ -186,12 +201,14 @@ public:
     // instead of inside the first step that needs them (a few target calls of up to n_sequences ×
     // (draft_max + 1) tokens: seconds on a big CPU target). A server calls it before it listens, so its first
     // request does not wait for it. Uses sequence id 0, which must hold no cells; a no-op without a draft
-    // model or once the curves exist.
+    // model or n-gram drafter, or once the curves exist.
     void calibrate_step_costs(int32_t draft_max);
 
 private:
     // Sets every active sequence's γ for this step from its policy (the Auto ones chosen together).
     void choose_draft_lengths_for(std::span<Sequence* const> active);
+    // The n-gram drafter's proposals, up to each sequence's cap, for the sequences that may draft.
+    void lookup_ngram_drafts(std::span<Sequence* const> active);
     // Times target batches up to the largest a step can send (every sequence drafting `draft_max`) and
     // draft batches up to one token per sequence, all of `token` on sequence `id` from the given positions
     // (the cells are removed afterwards): the cost model's starting curves.
@@ -216,6 +233,8 @@ private:
     int32_t n_target_vocab_ = 0;
     int32_t n_draft_vocab_ = 0;
     std::unique_ptr<ModelContext> draft_ctx_;
+    std::unique_ptr<NgramDrafter> ngram_;
+    double ngram_lookup_seconds_ = 0;     // running mean per sequence lookup
     Batch target_batch_;
     Batch draft_batch_;
     // Per step, kept to reuse their memory: the unfinished sequences, those drafting, and each drafting
@@ -228,8 +247,10 @@ private:
     BatchCostCurve verify_costs_;         // measured at every target / draft llama_decode of a step
     BatchCostCurve draft_costs_;
     bool costs_calibrated_ = false;
-    AcceptanceEstimate decoder_acceptance_{AcceptanceEstimate::kDecoderDecay};  // all sequences' drafting steps
-    DepthAcceptance depth_acceptance_;    // the same by draft depth
+    // All sequences' drafting steps, per drafter, and the same by draft depth.
+    std::array<AcceptanceEstimate, kDraftSources> decoder_acceptance_{AcceptanceEstimate(AcceptanceEstimate::kDecoderDecay),
+                                                                      AcceptanceEstimate(AcceptanceEstimate::kDecoderDecay)};
+    std::array<DepthAcceptance, kDraftSources> depth_acceptance_;
     bool measure_costs_ = true;
     JudgeObserver observer_;
     std::vector<KeptCells> kept_;  // per sequence id

@@ -507,6 +507,10 @@ std::string Server::metrics_text() const {
     append_metric(out, "klspec:spec_decode_target_only_steps_total", "counter",
                   "Target calls that verified no draft (the cost model chose target-only, or no draft).",
                   double(s.target_only_steps));
+    append_metric(out, "klspec:spec_decode_num_ngram_draft_tokens_total", "counter",
+                  "Of the draft tokens: the n-gram drafter's (--spec-type ngram-*).", double(s.ngram_drafted));
+    append_metric(out, "klspec:spec_decode_num_ngram_accepted_tokens_total", "counter",
+                  "Of the accepted tokens: the n-gram drafter's.", double(s.ngram_accepted));
     append_metric(out, "klspec:spec_decode_mean_draft_length", "gauge",
                   "Mean gamma per target call over finished requests.", s.mean_draft_length());
     append_metric(out, "klspec:judge_seconds_total", "counter", "Seconds spent in judges.", s.judge_seconds);

@@ -172,6 +172,52 @@ TEST(AcceptanceStep, StochasticVanillaPreservesTheTarget) {
     }
 }
 
+// A draft without a distribution (n-gram): q is a point mass at each drafted token. γ = 2 with fixed rows
+// p1, p2 (and p3 for the bonus): the first two emitted tokens must follow p1 × p2 jointly, by the token test
+// and by block verification. 200k seeded steps, Pearson's χ² over the support.
+void expect_point_mass_drafts_follow_target(Verification verification, int32_t d1, int32_t d2) {
+    const std::vector<double> p1 = {0.5, 0.3, 0.2, 0.0}, p2 = {0.1, 0.6, 0.0, 0.3}, p3 = {0.25, 0.25, 0.25, 0.25};
+    const std::vector<float> t1 = logits_of(p1), t2 = logits_of(p2), t3 = logits_of(p3), none;
+    SamplingParams params;
+    params.temperature = 1.0f;
+    VanillaJudge vanilla;
+    AcceptanceStep step(params, vanilla, verification);
+    Rng rng(7);
+    constexpr int kSteps = 200000;
+    std::vector<int> counts(16);
+    for (int n = 0; n < kSteps; ++n) {
+        const StepOutcome outcome = step.run(
+            2, [&](int32_t i) { return position(i == 0 ? t1 : t2, none, i == 0 ? d1 : d2); }, t3, rng);
+        int32_t first = outcome.accepted >= 1 ? d1 : outcome.next_token;
+        int32_t second = outcome.accepted >= 2 ? d2 : outcome.accepted == 1 ? outcome.next_token : -1;
+        if (second < 0) {  // rejected at the first position: the next step's token comes from p2 (fixed rows)
+            std::vector<float> probs;
+            softmax(t2, probs);
+            second = sample_from_weights(probs, rng);
+        }
+        ++counts[static_cast<size_t>(4 * first + second)];
+    }
+    double chi_square = 0;
+    for (size_t a = 0; a < 4; ++a)
+        for (size_t b = 0; b < 4; ++b) {
+            const double expected = kSteps * p1[a] * p2[b];
+            if (expected == 0) {
+                EXPECT_EQ(counts[4 * a + b], 0) << "pair " << a << "," << b << " has probability 0";
+                continue;
+            }
+            chi_square += (counts[4 * a + b] - expected) * (counts[4 * a + b] - expected) / expected;
+        }
+    EXPECT_LT(chi_square, 40.0) << "8 degrees of freedom";  // P(χ² > 40) < 1e-5
+}
+
+TEST(AcceptanceStep, PointMassDraftsPreserveTheTarget) {
+    for (const Verification verification : {Verification::Token, Verification::Block}) {
+        SCOPED_TRACE(std::string(to_string(verification)));
+        expect_point_mass_drafts_follow_target(verification, 0, 1);  // the likeliest tokens
+        expect_point_mass_drafts_follow_target(verification, 2, 2);  // p2(d2) = 0: d2 never kept
+    }
+}
+
 // Records what the judge was shown.
 class Recording final : public Judge {
 public:

@@ -71,6 +71,30 @@ TEST(DraftLength, UnequalLengthsPayForTheirMicroBatches) {
                 2 * 10e-3 + 4 * 0.1e-3, 1e-12);
 }
 
+TEST(DraftLength, LookupDraftsCostTheirLookupNotDraftBatches) {
+    // A lookup drafter (n-gram) costs its measured lookup once per step, whatever the length, and no draft
+    // batch; beside a model-drafting sequence, only the latter's depths are draft calls.
+    const BatchCostCurve verify = linear_curve(10.0, 0.0), draft = linear_curve(1.0, 0.0);
+    std::vector<DraftCandidate> mixed = candidates({0.9, 0.9});
+    mixed[1].model_drafts = false;
+    mixed[1].lookup_seconds = 0.05e-3;
+    EXPECT_NEAR(evaluate_draft_lengths(verify, draft, mixed, {2, 6}).expected_seconds,
+                2 * 10e-3 + 2 * 1e-3 + 0.05e-3, 1e-12);  // micro-batches of 3+3 and 4: two passes
+    EXPECT_NEAR(evaluate_draft_lengths(verify, draft, mixed, {0, 0}).expected_seconds, 10e-3 + 0.05e-3, 1e-12);
+}
+
+TEST(DraftLength, AFreeDraftIsLongerThanAPaidOne) {
+    // A target whose batch grows slowly: a draft model at 2 ms a depth stops early, a lookup that costs
+    // nothing per token drafts as far as acceptance pays for the verify batch.
+    const BatchCostCurve verify = linear_curve(10.0, 0.5), draft = linear_curve(2.0, 0.0);
+    std::vector<DraftCandidate> model = candidates({0.8}), lookup = candidates({0.8});
+    lookup[0].model_drafts = false;
+    const int32_t model_length = choose_draft_lengths(verify, draft, model).lengths[0];
+    const int32_t lookup_length = choose_draft_lengths(verify, draft, lookup).lengths[0];
+    EXPECT_GT(model_length, 0);
+    EXPECT_GT(lookup_length, model_length);
+}
+
 TEST(DraftLength, ExpectedTokensByHand) {
     EXPECT_DOUBLE_EQ(expected_tokens(0, 0.7), 1.0);
     EXPECT_DOUBLE_EQ(expected_tokens(2, 0.5), 1.75);  // 1 + 0.5 + 0.25

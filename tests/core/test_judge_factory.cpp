@@ -76,6 +76,13 @@ TEST(JudgeFactory, BuildsEveryRule) {
         const auto judge = make_judge(judge_options);
         EXPECT_EQ(judge->name(), judge_options.rule);
         EXPECT_EQ(judge->needs_hidden_states(), judge_options.rule == "autojudge");
+        // The table's flag (for --help and the up-front refusal) is the judge's own, and n-gram drafts can
+        // feed exactly the rules that read nothing of the draft but its token.
+        const bool reads_draft = judge_options.rule == "kl" || judge_options.rule == "draft-entropy" ||
+                                 judge_options.rule == "autojudge";
+        EXPECT_EQ(judge->needs_draft_model(), reads_draft) << judge_options.rule;
+        for (const JudgeRule& rule : judge_rules())
+            if (rule.name == judge_options.rule) EXPECT_EQ(rule.needs_draft_model, reads_draft) << judge_options.rule;
     }
     size_t listed = 0;
     for (const JudgeRule& info : judge_rules()) {

@@ -140,6 +140,24 @@ TEST(BadInput, DraftOptionsOutOfRange) {
     expect_one_line_error(test::run_command(generate_cmd(pair + "--spec-draft-n-max 0")), "must be >= 1");
 }
 
+TEST(BadInput, SpecTypes) {
+    const std::string target = "-m " + test::kTargetModel + " -p hi ";
+    const std::string pair = target + "-md " + test::kDraftQ8 + " ";
+    expect_one_line_error(test::run_command(generate_cmd(target + "--spec-type ngram-bogus")),
+                          "unknown --spec-type 'ngram-bogus' (one of: draft-simple, ngram-simple");
+    expect_one_line_error(test::run_command(generate_cmd(pair + "--spec-type draft-eagle3")), "docs/drafters.md");
+    expect_one_line_error(test::run_command(generate_cmd(pair + "--spec-type ngram-simple")),
+                          "--spec-type does not list draft-simple");
+    expect_one_line_error(test::run_command(generate_cmd(target + "--spec-type ngram-simple,draft-simple")),
+                          "draft-simple needs a draft model (-md)");
+    expect_one_line_error(test::run_command(generate_cmd(target + "--spec-type ngram-mod --spec-ngram-mod-n-min 9 "
+                                                                  "--spec-ngram-mod-n-max 8")),
+                          "ngram-mod needs");
+    expect_one_line_error(test::run_command(generate_cmd(pair + "--spec-type ngram-simple,draft-simple --judge kl "
+                                                                "--judge-threshold 0.5")),
+                          "the kl rule reads the draft model's distribution q, which n-gram drafts do not have");
+}
+
 TEST(BadInput, ParallelOutOfRange) {
     expect_one_line_error(test::run_command(test::kCli + " bench -m " + test::kTargetModel +
                                             " --dataset /dev/null -np 0"),

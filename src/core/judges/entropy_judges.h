@@ -25,6 +25,7 @@ public:
     explicit DraftEntropyJudge(double threshold) : threshold_(threshold) {}
 
     std::string_view name() const override { return kName; }
+    bool needs_draft_distribution() const override { return true; }
     // statistic: H(q_i).
     JudgeDecision decide(const DraftPosition& position) const override;
 

@@ -12,6 +12,7 @@ public:
     KlJudge(double threshold, double confidence_mask) : threshold_(threshold), confidence_mask_(confidence_mask) {}
 
     std::string_view name() const override { return kName; }
+    bool needs_draft_distribution() const override { return true; }
     // statistic: D_KL(p_i ‖ q_i).
     JudgeDecision decide(const DraftPosition& position) const override;
     std::optional<double> total_variation_bound() const override;

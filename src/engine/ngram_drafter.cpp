@@ -1,0 +1,98 @@
+#include "engine/ngram_drafter.h"
+
+#include <algorithm>
+#include <array>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/error.h"
+#include "engine/common_log.h"
+#include "speculative.h"  // llama.cpp's common library (include/llama-common)
+
+namespace klspec {
+namespace {
+
+constexpr std::array<std::string_view, 5> kNgramTypes = {"ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod",
+                                                         "ngram-cache"};
+
+}  // namespace
+
+std::span<const std::string_view> ngram_type_names() { return kNgramTypes; }
+
+void validate(const NgramOptions& options) {
+    for (const std::string& type : options.types)
+        if (std::find(kNgramTypes.begin(), kNgramTypes.end(), type) == kNgramTypes.end())
+            throw Error(fmt::format("unknown n-gram drafter '{}' (one of: {})", type, fmt::join(kNgramTypes, ", ")));
+    if (options.size_n < 1 || options.size_m < 1 || options.min_hits < 1)
+        throw Error(fmt::format("n-gram sizes must be >= 1, got size-n {}, size-m {}, min-hits {}", options.size_n,
+                                options.size_m, options.min_hits));
+    if (options.mod_n_match < 1 || options.mod_n_min < 0 || options.mod_n_max < std::max(1, options.mod_n_min))
+        throw Error(fmt::format("ngram-mod needs n-match >= 1 and 0 <= n-min <= n-max (n-max >= 1), got {}, {}, {}",
+                                options.mod_n_match, options.mod_n_min, options.mod_n_max));
+}
+
+void NgramDrafter::Free::operator()(common_speculative* spec) const { common_speculative_free(spec); }
+
+NgramDrafter::NgramDrafter(const NgramOptions& options, int32_t n_sequences)
+    : histories_(static_cast<size_t>(n_sequences)), drafts_(static_cast<size_t>(n_sequences)),
+      requested_(static_cast<size_t>(n_sequences), 0) {
+    validate(options);
+    silence_common_log();
+    common_params_speculative params;
+    params.types.clear();
+    for (const std::string& type : options.types) params.types.push_back(common_speculative_type_from_name(type));
+    for (common_params_speculative_ngram_map* map : {&params.ngram_simple, &params.ngram_map_k, &params.ngram_map_k4v}) {
+        map->size_n = static_cast<uint16_t>(options.size_n);
+        map->size_m = static_cast<uint16_t>(options.size_m);
+        map->min_hits = static_cast<uint16_t>(options.min_hits);
+    }
+    params.ngram_mod.n_match = options.mod_n_match;
+    params.ngram_mod.n_min = options.mod_n_min;
+    params.ngram_mod.n_max = options.mod_n_max;
+    spec_.reset(common_speculative_init(params, static_cast<uint32_t>(n_sequences)));
+    if (!spec_) throw Error("llama.cpp's common_speculative_init made no n-gram drafter");
+}
+
+NgramDrafter::~NgramDrafter() = default;
+
+void NgramDrafter::begin(int32_t id, std::span<const int32_t> tokens) {
+    std::vector<int32_t>& history = histories_.at(static_cast<size_t>(id));
+    history.assign(tokens.begin(), tokens.end() - std::ptrdiff_t(tokens.empty() ? 0 : 1));
+    drafts_[static_cast<size_t>(id)].clear();
+    common_speculative_begin(spec_.get(), id, history);
+}
+
+void NgramDrafter::request(int32_t id, std::span<const int32_t> tokens, int32_t max_length) {
+    const size_t i = static_cast<size_t>(id);
+    if (tokens.empty() || max_length < 1) throw Error("NgramDrafter::request: no tokens or a draft length below 1");
+    // llama.cpp's drafters read the tokens before the last one, and the last one apart.
+    histories_.at(i).assign(tokens.begin(), tokens.end() - 1);
+    drafts_[i].clear();
+    requested_[i] = 1;
+    common_speculative_get_draft_params(spec_.get(), id) = {
+        /*.drafting =*/true,
+        /*.n_max =*/max_length,
+        /*.pos0 =*/static_cast<llama_pos>(tokens.size() - 1),
+        /*.id_last =*/tokens.back(),
+        /*.prompt =*/&histories_[i],
+        /*.result =*/&drafts_[i],
+    };
+}
+
+void NgramDrafter::draft_requested() {
+    common_speculative_draft(spec_.get());
+    for (size_t i = 0; i < requested_.size(); ++i) {
+        if (!requested_[i]) continue;
+        requested_[i] = 0;
+        // The cap holds whichever drafter answered (common_speculative_draft truncates to n_max).
+        const int32_t cap = common_speculative_get_draft_params(spec_.get(), static_cast<int32_t>(i)).n_max;
+        if (static_cast<int32_t>(drafts_[i].size()) > cap) drafts_[i].resize(static_cast<size_t>(cap));
+    }
+}
+
+void NgramDrafter::accept(int32_t id, int32_t accepted) {
+    common_speculative_accept(spec_.get(), id, static_cast<uint16_t>(std::clamp(accepted, 0, 65535)));
+}
+
+}  // namespace klspec

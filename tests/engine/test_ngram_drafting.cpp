@@ -1,0 +1,164 @@
+// Drafting with llama.cpp's n-gram drafters (engine/ngram_drafter.h): alone or chained before the draft
+// model, greedy decoding stays target-only decoding up to proven near ties, with every drafter type and
+// with the automatic draft length; rules that read the draft model are refused up front.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/judge_factory.h"
+#include "engine/speculative_decoder.h"
+#include "test_support.h"
+
+namespace klspec {
+namespace {
+
+constexpr int32_t kTokens = 64;
+
+ContextOptions test_context() {
+    ContextOptions options;
+    options.n_ctx = 512;
+    options.n_threads = 1;
+    return options;
+}
+
+// Sizes small enough for stories260K's short, repetitive stories to hit.
+NgramOptions ngram_options(std::vector<std::string> types) {
+    NgramOptions options;
+    options.types = std::move(types);
+    options.size_n = 2;
+    options.size_m = 8;
+    options.mod_n_match = 3;
+    options.mod_n_min = 1;
+    options.mod_n_max = 16;
+    return options;
+}
+
+// Story openings followed by the target's own continuation: stories260K's stories repeat their phrases, so
+// every type finds drafts that hit (ngram-cache learns from the prompt alone).
+std::vector<std::string> repetitive_prompts(const Model& target) {
+    SpeculativeDecoder target_only(target, nullptr, test_context());
+    GenerationOptions options;
+    options.max_tokens = 48;
+    std::vector<std::string> prompts;
+    for (const std::string& opening : test::story_prompts(8))
+        prompts.push_back(opening + target_only.generate(opening, options).text);
+    return prompts;
+}
+
+// Decodes every prompt at γ 4 (fixed) and under the Auto policy (γ ≤ 16) and checks the greedy guarantee:
+// each judged position is accepted exactly when its draft is the verification argmax, and the output is
+// target-only output up to a near tie. Returns the stats summed over all runs.
+GenerationStats expect_lossless(const Model& target, SpeculativeDecoder& decoder, const std::string& label) {
+    std::vector<JudgedPosition> judged;
+    decoder.set_observer([&](const JudgedPosition& p) { judged.push_back(p); });
+    GenerationStats total;
+    int64_t divergences = 0;
+    for (const std::string& prompt : repetitive_prompts(target)) {
+        const test::GreedyReference reference = test::greedy_reference(target, prompt, kTokens, test_context());
+        for (const DraftPolicy policy : {DraftPolicy::Fixed, DraftPolicy::Auto}) {
+            GenerationOptions options;
+            options.max_tokens = kTokens;
+            options.draft_policy = policy;
+            options.draft_max = policy == DraftPolicy::Fixed ? 4 : 16;
+            judged.clear();
+            const GenerationResult result = decoder.generate(prompt, options);
+            const std::string where = label + ", " + std::string(draft_policy_name(policy)) + ", prompt: " + prompt;
+            for (const JudgedPosition& p : judged) {
+                EXPECT_EQ(p.verdict.verdict == Verdict::Accepted, p.draft_token == p.target_token) << where;
+                EXPECT_NE(p.verdict.verdict, Verdict::Relaxed) << where;
+            }
+            test::check_equal_up_to_near_tie(reference, result.tokens, where, divergences);
+            EXPECT_LE(result.stats.ngram_accepted, result.stats.accepted) << where;
+            EXPECT_LE(result.stats.ngram_drafted, result.stats.drafted) << where;
+            total += result.stats;
+        }
+    }
+    return total;
+}
+
+TEST(NgramDrafting, EveryTypeAloneIsLossless) {
+    const Model target(test::kTargetModel, test::offload());
+    for (const std::string_view type : ngram_type_names()) {
+        SCOPED_TRACE(std::string(type));
+        SpeculativeDecoder decoder(target, nullptr, test_context(), ngram_options({std::string(type)}));
+        ASSERT_TRUE(decoder.has_ngram_drafter());
+        const GenerationStats stats = expect_lossless(target, decoder, std::string(type));
+        // Without a draft model every draft is the n-gram's, and some were found and kept.
+        EXPECT_EQ(stats.ngram_drafted, stats.drafted);
+        EXPECT_EQ(stats.draft_calls, 0);
+        EXPECT_GT(stats.ngram_drafted, 0);
+        EXPECT_GT(stats.ngram_accepted, 0);
+    }
+}
+
+TEST(NgramDrafting, ChainedBeforeTheDraftModelIsLosslessAndBothDraft) {
+    const Model target(test::kTargetModel, test::offload());
+    const Model draft(test::kDraftQ8, test::offload());
+    SpeculativeDecoder decoder(target, &draft, test_context(), ngram_options({"ngram-simple", "ngram-mod"}));
+    const GenerationStats stats = expect_lossless(target, decoder, "ngram-simple,ngram-mod,draft-simple");
+    EXPECT_GT(stats.ngram_drafted, 0);
+    EXPECT_GT(stats.drafted, stats.ngram_drafted) << "the draft model never drafted where the n-grams found nothing";
+    EXPECT_GT(stats.draft_calls, 0);
+}
+
+TEST(NgramDrafting, TargetOnlyRulesRelaxNgramDrafts) {
+    // topk (K 3) reads only the target: with n-gram drafts it may keep a draft the exact test rejects.
+    const Model target(test::kTargetModel, test::offload());
+    SpeculativeDecoder decoder(target, nullptr, test_context(), ngram_options({"ngram-simple"}));
+    JudgeOptions topk;
+    topk.rule = "topk";
+    topk.topk = 3;
+    GenerationStats stats;
+    for (const std::string& prompt : repetitive_prompts(target)) {
+        GenerationOptions options;
+        options.max_tokens = kTokens;
+        options.draft_max = 4;
+        options.judge = make_judge(topk);
+        stats += decoder.generate(prompt, options).stats;
+    }
+    EXPECT_GT(stats.relaxed_accepted, 0);
+}
+
+TEST(NgramDrafting, RulesThatReadTheDraftModelAreRefused) {
+    const Model target(test::kTargetModel, test::offload());
+    const Model draft(test::kDraftQ8, test::offload());
+    ContextOptions context = test_context();
+    context.hidden_states = true;
+    SpeculativeDecoder decoder(target, &draft, context, ngram_options({"ngram-simple"}));
+    for (const auto& [rule, missing] : {std::pair<std::string, std::string>{"kl", "distribution q"},
+                                        {"draft-entropy", "distribution q"}}) {
+        JudgeOptions judge;
+        judge.rule = rule;
+        judge.threshold = 0.5;
+        GenerationOptions options;
+        options.judge = make_judge(judge);
+        try {
+            decoder.start(0, "Once upon a time", options);
+            ADD_FAILURE() << rule << " was not refused";
+        } catch (const Error& e) {
+            const std::string message = e.what();
+            EXPECT_NE(message.find(missing), std::string::npos) << message;
+            EXPECT_NE(message.find("n-gram"), std::string::npos) << message;
+            EXPECT_NE(message.find("topk"), std::string::npos) << "names the rules that work: " << message;
+            EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+        }
+    }
+}
+
+TEST(NgramDrafting, BadOptionsAreOneLineErrors) {
+    const Model target(test::kTargetModel, test::offload());
+    NgramOptions unknown = ngram_options({"ngram-bogus"});
+    EXPECT_THROW(SpeculativeDecoder(target, nullptr, test_context(), unknown), Error);
+    NgramOptions zero = ngram_options({"ngram-simple"});
+    zero.size_n = 0;
+    EXPECT_THROW(SpeculativeDecoder(target, nullptr, test_context(), zero), Error);
+    NgramOptions mod = ngram_options({"ngram-mod"});
+    mod.mod_n_min = 20;
+    mod.mod_n_max = 10;
+    EXPECT_THROW(SpeculativeDecoder(target, nullptr, test_context(), mod), Error);
+}
+
+}  // namespace
+}  // namespace klspec
