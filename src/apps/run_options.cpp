@@ -197,7 +197,9 @@ void add_prompt_options(CLI::App& app, PromptOptions& prompt) {
 void add_judge_options(CLI::App& app, JudgeOptions& judge, bool with_rule) {
     if (with_rule) {
         std::string rules;
-        for (const JudgeRule& rule : judge_rules()) rules += fmt::format("\n  {}: {}", rule.name, rule.summary);
+        for (const JudgeRule& rule : judge_rules())
+            rules += fmt::format("\n  {}: {}{}", rule.name, rule.summary,
+                                 rule.needs_draft_model ? " [reads the draft model: not with n-gram drafts]" : "");
         app.add_option("--judge", judge.rule, "Verification rule; every rule accepts d_i if relaxed(i), else applies"
                                               " the lossless vanilla test:" + rules)
             ->capture_default_str();

@@ -67,7 +67,7 @@ void run_serve(const ServeOptions& options) {
     const server::RequestDefaults defaults{generation, run.judge, run.context.n_ctx};
     server::Server server(*session.decoder, defaults, server_options);
     const int port = server.bind();
-    if (generation.draft_policy == DraftPolicy::Auto && session.decoder->has_draft()) {
+    if (generation.draft_policy == DraftPolicy::Auto && (session.decoder->has_draft() || session.decoder->has_ngram_drafter())) {
         // The automatic draft length's step costs, timed before the first request rather than inside it. On
         // stderr: the first line of stdout is the listening line, which scripts read for the port.
         const auto start = std::chrono::steady_clock::now();

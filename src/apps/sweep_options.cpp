@@ -26,7 +26,15 @@ DecodingSession open_sweep_session(const SweepRunOptions& options, const std::ve
     run.context.n_sequences = options.parallel;
     for (const SweepPoint& point : points) run.context.hidden_states |= make_judge(point.judge)->needs_hidden_states();
     DecodingSession session = open_session(run);
-    if (!session.draft) throw Error("a sweep needs a draft model: give -md with -m");
+    if (!session.draft && !session.decoder->has_ngram_drafter())
+        throw Error("a sweep needs a drafter: give -md with -m, or --spec-type ngram-...");
+    // Refused before any point decodes, not at the first point that reads the draft model.
+    if (session.decoder->has_ngram_drafter())
+        for (const SweepPoint& point : points)
+            if (make_judge(point.judge)->needs_draft_model())
+                throw Error(fmt::format("sweep point '{}': the {} rule reads the draft model, which n-gram drafts do "
+                                        "not have: drop it or the ngram types of --spec-type",
+                                        point.label(), point.rule));
     format = prepare_prompts(problems, options.dataset, options.prompt, session);
     return session;
 }
@@ -35,7 +43,7 @@ nlohmann::json sweep_settings(const SweepRunOptions& options, const DecodingSess
     const GenerationOptions& g = session.generation;
     const JudgeOptions& j = options.run.judge;
     nlohmann::json settings = {{"target", session.target->path()},
-                               {"draft", session.draft->path()},
+                               {"draft", session.draft ? nlohmann::json(session.draft->path()) : nlohmann::json()},
                                {"dataset", options.dataset.name_or_path},
                                {"split", options.dataset.split},
                                {"full_split", options.dataset.full_split},
@@ -59,6 +67,12 @@ nlohmann::json sweep_settings(const SweepRunOptions& options, const DecodingSess
                                {"parallel", options.parallel}};
     // Only when set: sweeps stored before spans existed relaxed everywhere and stay resumable.
     if (!g.judge_span.is_all()) settings["judge_span"] = g.judge_span.to_string();
+    if (!options.run.spec_types.empty()) {
+        const NgramOptions& n = options.run.ngram;
+        settings["spec_type"] = options.run.spec_types;
+        settings["spec_ngram"] = {{"size_n", n.size_n}, {"size_m", n.size_m}, {"min_hits", n.min_hits},
+                                  {"mod_n_match", n.mod_n_match}, {"mod_n_min", n.mod_n_min}, {"mod_n_max", n.mod_n_max}};
+    }
     return settings;
 }
 

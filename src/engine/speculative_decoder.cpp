@@ -250,12 +250,13 @@ void SpeculativeDecoder::choose_draft_lengths_for(std::span<Sequence* const> act
     // The n-gram drafts first (a lookup: microseconds), so that the choice knows which sequences have one and
     // how long it is; where none is found, the draft model drafts, or no one does.
     lookup_ngram_drafts(active);
+    std::vector<int32_t>& model_caps = model_draft_caps_;  // what the draft model may draft, where it may
+    model_caps.clear();
     bool any_auto = false;
     for (size_t s = 0; s < active.size(); ++s) {
         Sequence& seq = *active[s];
-        const int32_t found = to_int(ngram_ ? ngram_->draft(seq.id_).size() : 0);
-        if (seq.ngram_drafts_) caps[s] = std::min(caps[s], found);
-        if (!seq.ngram_drafts_ && (!draft_ctx_ || seq.draft_unreadable_)) caps[s] = 0;
+        model_caps.push_back(draft_ctx_ && !seq.draft_unreadable_ ? caps[s] : 0);
+        caps[s] = seq.ngram_drafts_ ? std::min(caps[s], to_int(ngram_->draft(seq.id_).size())) : model_caps[s];
         seq.gamma_ = std::min(seq.gamma_, caps[s]);
         any_auto = any_auto || (seq.options_.draft_policy == DraftPolicy::Auto && caps[s] > 0);
     }
@@ -267,18 +268,29 @@ void SpeculativeDecoder::choose_draft_lengths_for(std::span<Sequence* const> act
         const Sequence& seq = *active[drafting];
         time_step_costs(seq.tokens_.back(), seq.id_, seq.target_cached_, seq.draft_cached_, seq.options_.draft_max);
     }
-    // Each drafter's profile over depths, at each sequence's level: its running rate for that drafter (shrunk
-    // to the decoder's) against the decoder's. Sequences not under Auto keep their γ but share the batch.
     std::vector<DraftCandidate> candidates;
     for (size_t s = 0; s < active.size(); ++s) {
-        const Sequence& seq = *active[s];
-        const size_t source = static_cast<size_t>(seq.ngram_drafts_ ? DraftSource::Ngram : DraftSource::Model);
-        const double decoder_rate = decoder_acceptance_[source].rate(AcceptanceEstimate::kDecoderPrior);
+        Sequence& seq = *active[s];
         const bool automatic = seq.options_.draft_policy == DraftPolicy::Auto && caps[s] > 0;
-        const double scale = seq.acceptance_estimates_[source].rate(decoder_rate) / decoder_rate;
-        candidates.push_back({seq.id_, depth_acceptance_[source].rates(std::max(caps[s], seq.gamma_), scale),
-                              automatic ? 0 : seq.gamma_, automatic ? caps[s] : seq.gamma_, !seq.ngram_drafts_,
-                              seq.ngram_drafts_ ? ngram_lookup_seconds_ : 0.0});
+        if (!automatic) {
+            candidates.push_back(draft_candidate(seq, seq.gamma_, seq.gamma_));
+            continue;
+        }
+        DraftCandidate candidate = draft_candidate(seq, 0, caps[s]);
+        // Both drafters can draft: the one whose best length promises more tokens per second on its own (an
+        // n-gram that rarely hits gives way to the draft model; a long, free, accepted n-gram draft wins).
+        if (seq.ngram_drafts_ && model_caps[s] > 0) {
+            seq.ngram_drafts_ = false;
+            DraftCandidate by_model = draft_candidate(seq, 0, model_caps[s]);
+            if (choose_draft_lengths(verify_costs_, draft_costs_, std::span(&by_model, 1)).tokens_per_second() >
+                choose_draft_lengths(verify_costs_, draft_costs_, std::span(&candidate, 1)).tokens_per_second()) {
+                candidate = std::move(by_model);
+                caps[s] = model_caps[s];
+            } else {
+                seq.ngram_drafts_ = true;
+            }
+        }
+        candidates.push_back(std::move(candidate));
     }
     const DraftChoice choice = choose_draft_lengths(verify_costs_, draft_costs_, candidates);
     for (size_t s = 0; s < active.size(); ++s) {
@@ -287,8 +299,21 @@ void SpeculativeDecoder::choose_draft_lengths_for(std::span<Sequence* const> act
     }
 }
 
+DraftCandidate SpeculativeDecoder::draft_candidate(const Sequence& seq, int32_t min_length, int32_t max_length) const {
+    // The drafter's profile over depths, at the sequence's level: its running rate for that drafter (shrunk to
+    // the decoder's) against the decoder's.
+    const size_t source = static_cast<size_t>(seq.ngram_drafts_ ? DraftSource::Ngram : DraftSource::Model);
+    const double decoder_rate = decoder_acceptance_[source].rate(AcceptanceEstimate::kDecoderPrior);
+    const double scale = seq.acceptance_estimates_[source].rate(decoder_rate) / decoder_rate;
+    return {seq.id_, depth_acceptance_[source].rates(std::max(max_length, 1), scale), min_length, max_length,
+            !seq.ngram_drafts_, seq.ngram_drafts_ ? ngram_lookup_seconds_ : 0.0};
+}
+
 void SpeculativeDecoder::lookup_ngram_drafts(std::span<Sequence* const> active) {
-    for (Sequence* seq : active) seq->ngram_drafts_ = false;
+    for (Sequence* seq : active) {
+        seq->ngram_drafts_ = false;
+        seq->ngram_found_ = 0;
+    }
     if (!ngram_) return;
     const auto start = Clock::now();
     int32_t requested = 0;
@@ -306,7 +331,8 @@ void SpeculativeDecoder::lookup_ngram_drafts(std::span<Sequence* const> active) 
     for (size_t s = 0; s < active.size(); ++s) {
         if (draft_caps_[s] == 0) continue;
         Sequence& seq = *active[s];
-        seq.ngram_drafts_ = !ngram_->draft(seq.id_).empty();
+        seq.ngram_found_ = to_int(ngram_->draft(seq.id_).size());
+        seq.ngram_drafts_ = seq.ngram_found_ > 0;
         seq.result_.stats.draft_seconds += seconds / requested;
     }
 }
@@ -544,12 +570,27 @@ void SpeculativeDecoder::judge_emit_roll_back(Sequence& seq, const StepCallback&
     const size_t source = static_cast<size_t>(seq.ngram_drafts_ ? DraftSource::Ngram : DraftSource::Model);
     const double acceptance_estimate =
         seq.acceptance_estimates_[source].rate(decoder_acceptance_[source].rate(AcceptanceEstimate::kDecoderPrior));
-    // Each drafter's evidence fades by a step; only the one that drafted gains some.
-    for (size_t other = 0; other < kDraftSources; ++other)
-        if (other != source) seq.acceptance_estimates_[other].record(0, 0);
-    seq.acceptance_estimates_[source].record(k, outcome.accepted);
-    if (k > 0) decoder_acceptance_[source].record(k, outcome.accepted);
-    depth_acceptance_[source].record(k, outcome.accepted);
+    // Each drafter's evidence fades by a step; the one that drafted gains some, and so does an n-gram
+    // proposal the step did not use (the draft model drafted, or γ 0 was chosen), from what it would have
+    // kept: a free measurement, so a drafter that lost the choice is still measured.
+    seq.emitted_.assign(seq.drafted_.begin(), seq.drafted_.begin() + outcome.accepted);
+    seq.emitted_.push_back(outcome.next_token);
+    const auto record = [&](DraftSource drafter, int32_t drafted, int32_t kept) {
+        const size_t d = static_cast<size_t>(drafter);
+        seq.acceptance_estimates_[d].record(drafted, kept);
+        if (drafted > 0) decoder_acceptance_[d].record(drafted, kept);
+        depth_acceptance_[d].record(drafted, kept);
+    };
+    const bool ngram_used = seq.ngram_drafts_ && k > 0;
+    const bool ngram_unused = !ngram_used && seq.ngram_found_ > 0;
+    record(DraftSource::Model, ngram_used ? 0 : k, ngram_used ? 0 : outcome.accepted);
+    if (ngram_unused) {
+        const int32_t kept = shadow_ngram_acceptance(seq);
+        record(DraftSource::Ngram, std::min(seq.ngram_found_, to_int(seq.emitted_.size())), kept);
+        ngram_->accept(seq.id_, kept);
+    } else {
+        record(DraftSource::Ngram, ngram_used ? k : 0, ngram_used ? outcome.accepted : 0);
+    }
     if (seq.ngram_drafts_ && k > 0) {
         ngram_->accept(seq.id_, outcome.accepted);
         stats.ngram_drafted += k;
@@ -575,9 +616,7 @@ void SpeculativeDecoder::judge_emit_roll_back(Sequence& seq, const StepCallback&
         }
     }
 
-    // Emit: accepted drafts, then the target's token; stop at EOG, a stop string or -n.
-    seq.emitted_.assign(seq.drafted_.begin(), seq.drafted_.begin() + outcome.accepted);
-    seq.emitted_.push_back(outcome.next_token);
+    // Emit: accepted drafts, then the target's token (seq.emitted_); stop at EOG, a stop string or -n.
     GenerationResult& result = seq.result_;
     size_t n_emitted = 0;
     for (const int32_t token : seq.emitted_) {
@@ -636,6 +675,13 @@ void SpeculativeDecoder::judge_emit_roll_back(Sequence& seq, const StepCallback&
         seq.draft_budget_ = std::clamp(budget, std::max(1, options.draft_min), options.draft_max);
     }
     stats.other_seconds += seconds_since(start) - outcome.judge_seconds;
+}
+
+int32_t SpeculativeDecoder::shadow_ngram_acceptance(const Sequence& seq) const {
+    const std::span<const int32_t> proposal = ngram_->draft(seq.id_);
+    const size_t comparable = std::min(proposal.size(), seq.emitted_.size());
+    return to_int(std::mismatch(proposal.begin(), proposal.begin() + std::ptrdiff_t(comparable), seq.emitted_.begin()).first -
+                  proposal.begin());
 }
 
 void SpeculativeDecoder::finish(Sequence& seq, const StepCallback& on_step, std::span<const int32_t> step_tokens) {

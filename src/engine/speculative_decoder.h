@@ -121,6 +121,7 @@ private:
     int32_t gamma_ = 0;             // this step's γ: chosen by the policy, capped by -n and the context
     // This step's draft comes from the n-gram drafter (found before γ is chosen), not the draft model.
     bool ngram_drafts_ = false;
+    int32_t ngram_found_ = 0;       // tokens the n-gram proposed this step (used or not)
     // Running per-position acceptance (the cost model's α) of each drafter's drafts, whose prior is the
     // decoder-wide estimate of that drafter.
     std::array<AcceptanceEstimate, kDraftSources> acceptance_estimates_;
@@ -209,6 +210,11 @@ private:
     void choose_draft_lengths_for(std::span<Sequence* const> active);
     // The n-gram drafter's proposals, up to each sequence's cap, for the sequences that may draft.
     void lookup_ngram_drafts(std::span<Sequence* const> active);
+    // The sequence as the cost model sees it, drafting with its current drafter (Sequence::ngram_drafts_).
+    DraftCandidate draft_candidate(const Sequence& seq, int32_t min_length, int32_t max_length) const;
+    // What the n-gram's proposal would have kept of a step it did not draft: its agreement with the emitted
+    // tokens (exact when greedy), recorded as its acceptance evidence and told to the drafter.
+    int32_t shadow_ngram_acceptance(const Sequence& seq) const;
     // Times target batches up to the largest a step can send (every sequence drafting `draft_max`) and
     // draft batches up to one token per sequence, all of `token` on sequence `id` from the given positions
     // (the cells are removed afterwards): the cost model's starting curves.
@@ -243,6 +249,7 @@ private:
     std::vector<Sequence*> drafting_;
     std::vector<int32_t> draft_rows_of_;
     std::vector<int32_t> draft_caps_;     // each active sequence's largest γ this step
+    std::vector<int32_t> model_draft_caps_;  // the same for the draft model
     ShapingScratch shaping_;              // scratch for top-k / top-p
     BatchCostCurve verify_costs_;         // measured at every target / draft llama_decode of a step
     BatchCostCurve draft_costs_;

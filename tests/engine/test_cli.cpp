@@ -49,9 +49,17 @@ TEST(Cli, HelpExplainsFlags) {
     const test::CommandResult r = test::run_command(test::kCli + " generate --help");
     EXPECT_EQ(r.exit_code, 0);
     for (const char* flag : {"--model", "--model-draft", "--draft-max", "--temp", "--top-k", "--top-p", "--seed",
-                             "--threads", "--ctx-size", "--json"}) {
+                             "--threads", "--ctx-size", "--json", "--spec-type"}) {
         EXPECT_NE(r.output.find(flag), std::string::npos) << flag;
     }
+    // The rule table says which rules n-gram drafts cannot feed: exactly the three that read the draft model.
+    size_t marked = 0;
+    for (size_t at = r.output.find("[reads the draft model"); at != std::string::npos;
+         at = r.output.find("[reads the draft model", at + 1))
+        ++marked;
+    EXPECT_EQ(marked, 3u);
+    EXPECT_NE(r.output.find("kl: accept when max p <= mask and KL(p || q) < threshold (the paper) [reads the draft model"),
+              std::string::npos);
 }
 
 }  // namespace

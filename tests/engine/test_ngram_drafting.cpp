@@ -103,6 +103,38 @@ TEST(NgramDrafting, ChainedBeforeTheDraftModelIsLosslessAndBothDraft) {
     EXPECT_GT(stats.draft_calls, 0);
 }
 
+// t(b) = fixed + per_token·b milliseconds at batch sizes 1..256.
+BatchCostCurve linear_curve(double fixed, double per_token) {
+    BatchCostCurve curve;
+    for (int32_t b = 1; b <= 256; ++b) curve.record(b, (fixed + per_token * b) * 1e-3);
+    return curve;
+}
+
+TEST(NgramDrafting, TheCostModelDraftsWithTheDrafterThatPaysMore) {
+    // Chained, llama.cpp drafts with the n-gram whenever it finds something; the automatic choice compares
+    // the two drafters' expected tokens per second and, on stories260K, where its Q8_0 copy drafts far
+    // better than the n-gram, mostly lets the draft model draft, for more tokens per target call.
+    const Model target(test::kTargetModel, test::offload());
+    const Model draft(test::kDraftQ8, test::offload());
+    const auto run = [&](DraftPolicy policy) {
+        SpeculativeDecoder decoder(target, &draft, test_context(), ngram_options({"ngram-simple"}));
+        decoder.set_step_costs(linear_curve(10.0, 0.05), linear_curve(0.2, 0.0));  // a memory-bound target
+        GenerationStats stats;
+        for (const std::string& prompt : repetitive_prompts(target)) {
+            GenerationOptions options;
+            options.max_tokens = kTokens;
+            options.draft_policy = policy;
+            options.draft_max = 8;
+            stats += decoder.generate(prompt, options).stats;
+        }
+        return stats;
+    };
+    const GenerationStats chained = run(DraftPolicy::Fixed), chosen = run(DraftPolicy::Auto);
+    EXPECT_GT(chained.ngram_drafted, 0);
+    EXPECT_LT(chosen.ngram_drafted, chained.ngram_drafted / 2);
+    EXPECT_GT(chosen.mat(), chained.mat());
+}
+
 TEST(NgramDrafting, TargetOnlyRulesRelaxNgramDrafts) {
     // topk (K 3) reads only the target: with n-gram drafts it may keep a draft the exact test rejects.
     const Model target(test::kTargetModel, test::offload());

@@ -75,14 +75,14 @@ HttpReply stream(int port, const std::string& path, const json& body,
     return {response.status, received, response.headers};
 }
 
-// A Server on a free loopback port over `target_path` and its draft (stories260K's Q4_0 by default),
-// listening on its own thread until destroyed.
+// A Server on a free loopback port over `target_path` and its draft (stories260K's Q4_0 by default), with
+// n-gram drafters before it when given, listening on its own thread until destroyed.
 struct TestServer {
     explicit TestServer(const std::string& target_path, const std::string& draft_path = test::kDraftQ4,
-                        std::vector<std::string> api_keys = {})
+                        std::vector<std::string> api_keys = {}, const NgramOptions& ngram = {})
         : target(target_path, test::offload()),
           draft(draft_path, test::offload()),
-          decoder(target, &draft, context()),
+          decoder(target, &draft, context(), ngram),
           server(decoder, defaults(), options(std::move(api_keys))) {
         port = server.bind();
         listener = std::thread([this] { server.listen(); });
@@ -464,6 +464,37 @@ TEST_F(ServerTest, ErrorsGetTheirStatusAndTheServerKeepsServing) {
     const HttpReply huge = post("/v1/completions", json{{"prompt", "Once upon a time"}, {"max_tokens", 1'000'000'000'000}});
     ASSERT_EQ(huge.status, 200) << huge.body;
     EXPECT_LE(huge.parsed().at("usage").at("total_tokens").get<int>(), kContext + 1);
+}
+
+// A server whose drafts come from llama.cpp's n-gram drafter first: answers are still target-only greedy
+// output, the n-gram's share shows in /metrics, and a request for a rule that reads the draft model is a 400.
+TEST(NgramServer, AnswersAreLosslessAndRulesThatReadTheDraftAre400) {
+    NgramOptions ngram;
+    ngram.types = {"ngram-simple"};
+    ngram.size_n = 2;
+    ngram.size_m = 8;
+    const TestServer server(test::kTargetModel, test::kDraftQ4, {}, ngram);
+    SpeculativeDecoder target_only(server.target, nullptr, TestServer::context());
+    double ngram_drafted = 0;
+    for (const std::string& prompt : test::story_prompts(4)) {
+        GenerationOptions options;
+        options.max_tokens = 48;
+        const std::string expected = target_only.generate(prompt, options).text;
+        const HttpReply reply = call(server.port, "POST", "/v1/completions",
+                                     json{{"prompt", prompt}, {"max_tokens", 48}, {"temperature", 0}}.dump());
+        ASSERT_EQ(reply.status, 200) << reply.body;
+        EXPECT_EQ(reply.parsed().at("choices").at(0).at("text").get<std::string>(), expected) << prompt;
+    }
+    const std::string metrics = call(server.port, "GET", "/metrics").body;
+    const std::string name = "klspec:spec_decode_num_ngram_draft_tokens_total ";
+    const size_t at = metrics.find("\n" + name);
+    ASSERT_NE(at, std::string::npos) << metrics;
+    ngram_drafted = std::stod(metrics.substr(at + 1 + name.size()));
+    EXPECT_GT(ngram_drafted, 0);
+    const HttpReply kl = call(server.port, "POST", "/v1/completions",
+                              json{{"prompt", "x"}, {"judge", "kl"}, {"judge_threshold", 0.5}}.dump());
+    EXPECT_EQ(kl.status, 400) << kl.body;
+    EXPECT_NE(kl.body.find("n-gram drafts do not have"), std::string::npos) << kl.body;
 }
 
 TEST_F(ServerTest, ModelsHealthAndMetrics) {
