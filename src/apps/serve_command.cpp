@@ -71,7 +71,7 @@ void run_serve(const ServeOptions& options) {
         // The automatic draft length's step costs, timed before the first request rather than inside it. On
         // stderr: the first line of stdout is the listening line, which scripts read for the port.
         const auto start = std::chrono::steady_clock::now();
-        session.decoder->calibrate_step_costs(generation.draft_max);
+        server.run_on_decoder_thread([&](SpeculativeDecoder& decoder) { decoder.calibrate_step_costs(generation.draft_max); });
         std::fprintf(stderr, "klspec serve: timed the step costs for --draft-policy auto in %.1f s\n",
                      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     }

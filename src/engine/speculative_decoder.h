@@ -201,7 +201,8 @@ public:
     // Times the Auto policy's starting curves now, for steps of up to `draft_max` drafts on every sequence,
     // instead of inside the first step that needs them (a few target calls of up to n_sequences ×
     // (draft_max + 1) tokens: seconds on a big CPU target). A server calls it before it listens, so its first
-    // request does not wait for it. Uses sequence id 0, which must hold no cells; a no-op without a draft
+    // request does not wait for it, on the thread that will decode (server::Scheduler::run_on_decoder_thread:
+    // decoding from two threads slows every later call). Uses sequence id 0, which must hold no cells; a no-op without a draft
     // model or n-gram drafter, or once the curves exist.
     void calibrate_step_costs(int32_t draft_max);
 

@@ -115,13 +115,38 @@ void Scheduler::cancel_all() {
     for (const std::shared_ptr<RequestChannel>& request : queue_) request->cancel();
 }
 
+void Scheduler::run_on_decoder_thread(const std::function<void(SpeculativeDecoder&)>& task) {
+    std::packaged_task<void()> job([this, &task] { task(decoder_); });
+    std::future<void> done = job.get_future();
+    {
+        std::lock_guard lock(mutex_);
+        tasks_.push_back(std::move(job));
+    }
+    wake_.notify_all();
+    done.get();
+}
+
+void Scheduler::run_tasks() {
+    while (true) {
+        std::packaged_task<void()> job;
+        {
+            std::lock_guard lock(mutex_);
+            if (tasks_.empty()) return;
+            job = std::move(tasks_.front());
+            tasks_.pop_front();
+        }
+        job();
+    }
+}
+
 void Scheduler::run() {
     while (true) {
         {
             std::unique_lock lock(mutex_);
-            wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || counters_.active > 0; });
+            wake_.wait(lock, [&] { return stopping_ || !tasks_.empty() || !queue_.empty() || counters_.active > 0; });
             if (stopping_) break;
         }
+        run_tasks();
         start_queued();
         active_.clear();
         for (Slot& slot : slots_)

@@ -14,6 +14,8 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <future>
+#include <functional>
 #include <vector>
 
 #include "engine/speculative_decoder.h"
@@ -108,6 +110,11 @@ public:
     std::vector<SlotState> slot_states() const;
     // Cancels every request, queued or decoding: each ends after its next step with StopReason::Cancelled.
     void cancel_all();
+    // Runs `task` on the scheduler's thread, the one that decodes, before any later step, and waits for it;
+    // its exception is rethrown here. llama.cpp's CPU backend keeps a team of OpenMP threads per thread that
+    // decodes: decoding from a second thread (timing the step costs from main) left two teams on the cores,
+    // and every later draft call of `serve` took 15x as long.
+    void run_on_decoder_thread(const std::function<void(SpeculativeDecoder&)>& task);
     int32_t slots() const { return static_cast<int32_t>(slots_.size()); }
 
 private:
@@ -117,6 +124,7 @@ private:
         ProvenanceSpans spans;  // the request's tokens whose text the stream has not released yet
     };
     void run();
+    void run_tasks();  // on the scheduler's thread
     // Takes queued requests into free slots and starts their sequences, reusing what the slot's cache kept.
     void start_queued();
     // The free slot a request with this prompt starts in (one is free).
@@ -136,6 +144,7 @@ private:
     mutable std::mutex mutex_;
     std::condition_variable wake_;
     std::deque<std::shared_ptr<RequestChannel>> queue_;
+    std::deque<std::packaged_task<void()>> tasks_;  // run_on_decoder_thread's
     ServerCounters counters_;
     std::vector<SlotState> states_;  // what slot_states() copies; slots_ itself is the scheduler thread's
     bool stopping_ = false;

@@ -62,6 +62,12 @@ public:
     // request finished within the timeout.
     bool drain(std::chrono::seconds timeout);
 
+    // Runs `task` with the decoder on the thread that decodes (Scheduler::run_on_decoder_thread) and waits:
+    // the only way to use the decoder once the server exists.
+    void run_on_decoder_thread(const std::function<void(SpeculativeDecoder&)>& task) {
+        scheduler_.run_on_decoder_thread(task);
+    }
+
     // How /v1/chat/completions turns messages into a prompt.
     const ChatTemplate& chat_template() const { return chat_template_; }
     // The Prometheus text of /metrics.

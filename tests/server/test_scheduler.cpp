@@ -4,6 +4,9 @@
 
 #include <memory>
 #include <stdexcept>
+#include <thread>
+
+#include "core/error.h"
 
 #include "server/scheduler.h"
 #include "test_support.h"
@@ -63,6 +66,33 @@ TEST(Scheduler, AStepThatThrowsFailsItsRequestsWithA500AndServingGoesOn) {
     ASSERT_FALSE(still_no_error.has_value()) << still_no_error->message;
     EXPECT_EQ(after.tokens, before.tokens);
     EXPECT_EQ(scheduler.counters().requests_finished, 2);
+}
+
+TEST(Scheduler, TasksRunOnTheThreadThatDecodes) {
+    // What the server does to the decoder before it listens (timing the step costs) must run on the thread
+    // that steps: llama.cpp's CPU backend keeps its threads per calling thread (Scheduler::run_on_decoder_thread).
+    const Model target(test::kTargetModel);
+    const Model draft(test::kDraftQ4);
+    ContextOptions context;
+    context.n_ctx = 256;
+    context.n_threads = 1;
+    SpeculativeDecoder decoder(target, &draft, context);
+    std::thread::id stepping;
+    decoder.set_observer([&](const JudgedPosition&) { stepping = std::this_thread::get_id(); });
+    Scheduler scheduler(decoder, 1);
+    std::thread::id calibrating;
+    scheduler.run_on_decoder_thread([&](SpeculativeDecoder& d) {
+        calibrating = std::this_thread::get_id();
+        d.calibrate_step_costs(4);
+    });
+    EXPECT_FALSE(decoder.verify_costs().empty()) << "the task ran before run_on_decoder_thread returned";
+    EXPECT_NE(calibrating, std::this_thread::get_id());
+    const auto [result, error] = run(scheduler, options());
+    ASSERT_FALSE(error.has_value()) << error->message;
+    EXPECT_EQ(stepping, calibrating);
+    // A task's exception reaches the caller, and the scheduler goes on.
+    EXPECT_THROW(scheduler.run_on_decoder_thread([](SpeculativeDecoder&) { throw Error("the task failed"); }), Error);
+    EXPECT_FALSE(run(scheduler, options()).second.has_value());
 }
 
 }  // namespace
