@@ -38,14 +38,19 @@ std::pair<GenerationResult, std::optional<ApiError>> run(Scheduler& scheduler, G
     return {std::move(result), request->failure()};
 }
 
+// stories260K's context, one thread.
+ContextOptions small_context(int32_t sequences) {
+    ContextOptions context;
+    context.n_ctx = 256;
+    context.n_sequences = sequences;
+    context.n_threads = 1;
+    return context;
+}
+
 TEST(Scheduler, AStepThatThrowsFailsItsRequestsWithA500AndServingGoesOn) {
     const Model target(test::kTargetModel);
     const Model draft(test::kDraftQ4);
-    ContextOptions context;
-    context.n_ctx = 256;
-    context.n_sequences = 2;
-    context.n_threads = 1;
-    SpeculativeDecoder decoder(target, &draft, context);
+    SpeculativeDecoder decoder(target, &draft, small_context(2));
     Scheduler scheduler(decoder, 2);
 
     const auto [before, no_error] = run(scheduler, options());
@@ -73,10 +78,7 @@ TEST(Scheduler, TasksRunOnTheThreadThatDecodes) {
     // that steps: llama.cpp's CPU backend keeps its threads per calling thread (Scheduler::run_on_decoder_thread).
     const Model target(test::kTargetModel);
     const Model draft(test::kDraftQ4);
-    ContextOptions context;
-    context.n_ctx = 256;
-    context.n_threads = 1;
-    SpeculativeDecoder decoder(target, &draft, context);
+    SpeculativeDecoder decoder(target, &draft, small_context(1));
     std::thread::id stepping;
     decoder.set_observer([&](const JudgedPosition&) { stepping = std::this_thread::get_id(); });
     Scheduler scheduler(decoder, 1);
