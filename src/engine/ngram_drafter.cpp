@@ -13,6 +13,7 @@
 namespace klspec {
 namespace {
 
+constexpr int32_t kMaxNgramSize = 1024;
 constexpr std::array<std::string_view, 5> kNgramTypes = {"ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod",
                                                          "ngram-cache"};
 
@@ -24,12 +25,15 @@ void validate(const NgramOptions& options) {
     for (const std::string& type : options.types)
         if (std::find(kNgramTypes.begin(), kNgramTypes.end(), type) == kNgramTypes.end())
             throw Error(fmt::format("unknown n-gram drafter '{}' (one of: {})", type, fmt::join(kNgramTypes, ", ")));
-    if (options.size_n < 1 || options.size_m < 1 || options.min_hits < 1)
-        throw Error(fmt::format("n-gram sizes must be >= 1, got size-n {}, size-m {}, min-hits {}", options.size_n,
-                                options.size_m, options.min_hits));
-    if (options.mod_n_match < 1 || options.mod_n_min < 0 || options.mod_n_max < std::max(1, options.mod_n_min))
-        throw Error(fmt::format("ngram-mod needs n-match >= 1 and 0 <= n-min <= n-max (n-max >= 1), got {}, {}, {}",
-                                options.mod_n_match, options.mod_n_min, options.mod_n_max));
+    // llama.cpp's bounds (common/arg.cpp); its sizes are 16-bit.
+    const auto in_range = [](int32_t value, int32_t low) { return value >= low && value <= kMaxNgramSize; };
+    if (!in_range(options.size_n, 1) || !in_range(options.size_m, 1) || !in_range(options.min_hits, 1))
+        throw Error(fmt::format("n-gram sizes must be in 1..{}, got size-n {}, size-m {}, min-hits {}", kMaxNgramSize,
+                                options.size_n, options.size_m, options.min_hits));
+    if (!in_range(options.mod_n_match, 1) || !in_range(options.mod_n_min, 0) || !in_range(options.mod_n_max, 1) ||
+        options.mod_n_min > options.mod_n_max)
+        throw Error(fmt::format("ngram-mod needs n-match in 1..{0} and 0 <= n-min <= n-max <= {0}, got {1}, {2}, {3}",
+                                kMaxNgramSize, options.mod_n_match, options.mod_n_min, options.mod_n_max));
 }
 
 void NgramDrafter::Free::operator()(common_speculative* spec) const { common_speculative_free(spec); }

@@ -190,6 +190,9 @@ TEST(NgramDrafting, BadOptionsAreOneLineErrors) {
     mod.mod_n_min = 20;
     mod.mod_n_max = 10;
     EXPECT_THROW(SpeculativeDecoder(target, nullptr, test_context(), mod), Error);
+    NgramOptions huge = ngram_options({"ngram-simple"});
+    huge.size_m = 70000;  // llama.cpp keeps 16 bits: it would wrap to 4464
+    EXPECT_THROW(SpeculativeDecoder(target, nullptr, test_context(), huge), Error);
 }
 
 }  // namespace
