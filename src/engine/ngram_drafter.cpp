@@ -39,8 +39,7 @@ void validate(const NgramOptions& options) {
 void NgramDrafter::Free::operator()(common_speculative* spec) const { common_speculative_free(spec); }
 
 NgramDrafter::NgramDrafter(const NgramOptions& options, int32_t n_sequences)
-    : histories_(static_cast<size_t>(n_sequences)), drafts_(static_cast<size_t>(n_sequences)),
-      requested_(static_cast<size_t>(n_sequences), 0) {
+    : histories_(static_cast<size_t>(n_sequences)), drafts_(static_cast<size_t>(n_sequences)) {
     validate(options);
     silence_common_log();
     common_params_speculative params;
@@ -70,10 +69,12 @@ void NgramDrafter::begin(int32_t id, std::span<const int32_t> tokens) {
 void NgramDrafter::request(int32_t id, std::span<const int32_t> tokens, int32_t max_length) {
     const size_t i = static_cast<size_t>(id);
     if (tokens.empty() || max_length < 1) throw Error("NgramDrafter::request: no tokens or a draft length below 1");
-    // llama.cpp's drafters read the tokens before the last one, and the last one apart.
-    histories_.at(i).assign(tokens.begin(), tokens.end() - 1);
+    // llama.cpp's drafters read the tokens before the last one, and the last one apart. The id's tokens only
+    // grow after begin(): the history takes the new ones.
+    std::vector<int32_t>& history = histories_.at(i);
+    if (history.size() >= tokens.size()) throw Error("NgramDrafter::request: the id's tokens did not grow since begin()");
+    history.insert(history.end(), tokens.begin() + std::ptrdiff_t(history.size()), tokens.end() - 1);
     drafts_[i].clear();
-    requested_[i] = 1;
     common_speculative_get_draft_params(spec_.get(), id) = {
         /*.drafting =*/true,
         /*.n_max =*/max_length,
@@ -84,16 +85,8 @@ void NgramDrafter::request(int32_t id, std::span<const int32_t> tokens, int32_t 
     };
 }
 
-void NgramDrafter::draft_requested() {
-    common_speculative_draft(spec_.get());
-    for (size_t i = 0; i < requested_.size(); ++i) {
-        if (!requested_[i]) continue;
-        requested_[i] = 0;
-        // The cap holds whichever drafter answered (common_speculative_draft truncates to n_max).
-        const int32_t cap = common_speculative_get_draft_params(spec_.get(), static_cast<int32_t>(i)).n_max;
-        if (static_cast<int32_t>(drafts_[i].size()) > cap) drafts_[i].resize(static_cast<size_t>(cap));
-    }
-}
+// common_speculative_draft cuts each draft to its n_max and clears every id's request.
+void NgramDrafter::draft_requested() { common_speculative_draft(spec_.get()); }
 
 void NgramDrafter::accept(int32_t id, int32_t accepted) {
     common_speculative_accept(spec_.get(), id, static_cast<uint16_t>(std::clamp(accepted, 0, 65535)));

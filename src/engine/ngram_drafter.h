@@ -46,7 +46,8 @@ public:
 
     // A sequence starts on `id` with these tokens (its prompt).
     void begin(int32_t id, std::span<const int32_t> tokens);
-    // Asks for a draft of at most `max_length` tokens to follow `tokens`, all of the id's tokens so far.
+    // Asks for a draft of at most `max_length` tokens to follow `tokens`, all of the id's tokens so far (the
+    // tokens begin() was given and those emitted since).
     void request(int32_t id, std::span<const int32_t> tokens, int32_t max_length);
     // Drafts every requested id in one call; afterwards draft(id) is the id's proposal (empty: none found),
     // and no id is requested.
@@ -62,7 +63,6 @@ private:
     std::unique_ptr<common_speculative, Free> spec_;
     std::vector<std::vector<int32_t>> histories_;  // per id: its tokens but the last (llama.cpp's `prompt`)
     std::vector<std::vector<int32_t>> drafts_;
-    std::vector<uint8_t> requested_;
 };
 
 }  // namespace klspec

@@ -256,7 +256,7 @@ void SpeculativeDecoder::choose_draft_lengths_for(std::span<Sequence* const> act
     for (size_t s = 0; s < active.size(); ++s) {
         Sequence& seq = *active[s];
         model_caps.push_back(draft_ctx_ && !seq.draft_unreadable_ ? caps[s] : 0);
-        caps[s] = seq.ngram_drafts_ ? std::min(caps[s], to_int(ngram_->draft(seq.id_).size())) : model_caps[s];
+        caps[s] = seq.ngram_drafts_ ? std::min(caps[s], seq.ngram_found_) : model_caps[s];
         seq.gamma_ = std::min(seq.gamma_, caps[s]);
         any_auto = any_auto || (seq.options_.draft_policy == DraftPolicy::Auto && caps[s] > 0);
     }
@@ -273,21 +273,19 @@ void SpeculativeDecoder::choose_draft_lengths_for(std::span<Sequence* const> act
         Sequence& seq = *active[s];
         const bool automatic = seq.options_.draft_policy == DraftPolicy::Auto && caps[s] > 0;
         if (!automatic) {
-            candidates.push_back(draft_candidate(seq, seq.gamma_, seq.gamma_));
+            candidates.push_back(draft_candidate(seq, seq.draft_source(), seq.gamma_, seq.gamma_));
             continue;
         }
-        DraftCandidate candidate = draft_candidate(seq, 0, caps[s]);
+        DraftCandidate candidate = draft_candidate(seq, seq.draft_source(), 0, caps[s]);
         // Both drafters can draft: the one whose best length promises more tokens per second on its own (an
         // n-gram that rarely hits gives way to the draft model; a long, free, accepted n-gram draft wins).
         if (seq.ngram_drafts_ && model_caps[s] > 0) {
-            seq.ngram_drafts_ = false;
-            DraftCandidate by_model = draft_candidate(seq, 0, model_caps[s]);
+            DraftCandidate by_model = draft_candidate(seq, DraftSource::Model, 0, model_caps[s]);
             if (choose_draft_lengths(verify_costs_, draft_costs_, std::span(&by_model, 1)).tokens_per_second() >
                 choose_draft_lengths(verify_costs_, draft_costs_, std::span(&candidate, 1)).tokens_per_second()) {
                 candidate = std::move(by_model);
                 caps[s] = model_caps[s];
-            } else {
-                seq.ngram_drafts_ = true;
+                seq.ngram_drafts_ = false;
             }
         }
         candidates.push_back(std::move(candidate));
@@ -299,14 +297,16 @@ void SpeculativeDecoder::choose_draft_lengths_for(std::span<Sequence* const> act
     }
 }
 
-DraftCandidate SpeculativeDecoder::draft_candidate(const Sequence& seq, int32_t min_length, int32_t max_length) const {
+DraftCandidate SpeculativeDecoder::draft_candidate(const Sequence& seq, DraftSource drafter, int32_t min_length,
+                                                   int32_t max_length) const {
     // The drafter's profile over depths, at the sequence's level: its running rate for that drafter (shrunk to
     // the decoder's) against the decoder's.
-    const size_t source = static_cast<size_t>(seq.ngram_drafts_ ? DraftSource::Ngram : DraftSource::Model);
+    const size_t source = static_cast<size_t>(drafter);
     const double decoder_rate = decoder_acceptance_[source].rate(AcceptanceEstimate::kDecoderPrior);
     const double scale = seq.acceptance_estimates_[source].rate(decoder_rate) / decoder_rate;
+    const bool lookup = drafter == DraftSource::Ngram;
     return {seq.id_, depth_acceptance_[source].rates(std::max(max_length, 1), scale), min_length, max_length,
-            !seq.ngram_drafts_, seq.ngram_drafts_ ? ngram_lookup_seconds_ : 0.0};
+            !lookup, lookup ? ngram_lookup_seconds_ : 0.0};
 }
 
 void SpeculativeDecoder::lookup_ngram_drafts(std::span<Sequence* const> active) {
@@ -388,8 +388,6 @@ void SpeculativeDecoder::draft_all(std::span<Sequence* const> active) {
         // The n-gram's proposal, cut to γ: token ids without q rows (a point mass each).
         const std::span<const int32_t> found = ngram_->draft(seq->id_).first(static_cast<size_t>(seq->gamma_));
         seq->drafted_.assign(found.begin(), found.end());
-        seq->draft_rows_.clear();
-        seq->draft_probs_.clear();
         if (to_int(seq->drafted_.size()) < seq->options_.draft_min) seq->drafted_.clear();
     }
     if (drafting.empty()) return;
@@ -567,7 +565,7 @@ void SpeculativeDecoder::judge_emit_roll_back(Sequence& seq, const StepCallback&
     const StepOutcome outcome = seq.acceptance_.run(k, positions, bonus_row ? positions.target_logits(k) : std::span<const float>(),
                                                     seq.rng_);
     // What this step's γ was chosen on (approximately: other sequences' steps may have moved the prior since).
-    const size_t source = static_cast<size_t>(seq.ngram_drafts_ ? DraftSource::Ngram : DraftSource::Model);
+    const size_t source = static_cast<size_t>(seq.draft_source());
     const double acceptance_estimate =
         seq.acceptance_estimates_[source].rate(decoder_acceptance_[source].rate(AcceptanceEstimate::kDecoderPrior));
     // Each drafter's evidence fades by a step; the one that drafted gains some, and so does an n-gram
@@ -582,19 +580,18 @@ void SpeculativeDecoder::judge_emit_roll_back(Sequence& seq, const StepCallback&
         depth_acceptance_[d].record(drafted, kept);
     };
     const bool ngram_used = seq.ngram_drafts_ && k > 0;
-    const bool ngram_unused = !ngram_used && seq.ngram_found_ > 0;
     record(DraftSource::Model, ngram_used ? 0 : k, ngram_used ? 0 : outcome.accepted);
-    if (ngram_unused) {
-        const int32_t kept = shadow_ngram_acceptance(seq);
-        record(DraftSource::Ngram, std::min(seq.ngram_found_, to_int(seq.emitted_.size())), kept);
-        ngram_->accept(seq.id_, kept);
-    } else {
-        record(DraftSource::Ngram, ngram_used ? k : 0, ngram_used ? outcome.accepted : 0);
-    }
-    if (seq.ngram_drafts_ && k > 0) {
+    if (ngram_used) {
+        record(DraftSource::Ngram, k, outcome.accepted);
         ngram_->accept(seq.id_, outcome.accepted);
         stats.ngram_drafted += k;
         stats.ngram_accepted += outcome.accepted;
+    } else if (seq.ngram_found_ > 0) {
+        const int32_t kept = common_prefix(ngram_->draft(seq.id_), seq.emitted_);
+        record(DraftSource::Ngram, std::min(seq.ngram_found_, to_int(seq.emitted_.size())), kept);
+        ngram_->accept(seq.id_, kept);
+    } else {
+        record(DraftSource::Ngram, 0, 0);
     }
     stats.drafted += k;
     stats.draft_length_sum += seq.gamma_;
@@ -675,13 +672,6 @@ void SpeculativeDecoder::judge_emit_roll_back(Sequence& seq, const StepCallback&
         seq.draft_budget_ = std::clamp(budget, std::max(1, options.draft_min), options.draft_max);
     }
     stats.other_seconds += seconds_since(start) - outcome.judge_seconds;
-}
-
-int32_t SpeculativeDecoder::shadow_ngram_acceptance(const Sequence& seq) const {
-    const std::span<const int32_t> proposal = ngram_->draft(seq.id_);
-    const size_t comparable = std::min(proposal.size(), seq.emitted_.size());
-    return to_int(std::mismatch(proposal.begin(), proposal.begin() + std::ptrdiff_t(comparable), seq.emitted_.begin()).first -
-                  proposal.begin());
 }
 
 void SpeculativeDecoder::finish(Sequence& seq, const StepCallback& on_step, std::span<const int32_t> step_tokens) {

@@ -122,6 +122,7 @@ private:
     // This step's draft comes from the n-gram drafter (found before γ is chosen), not the draft model.
     bool ngram_drafts_ = false;
     int32_t ngram_found_ = 0;       // tokens the n-gram proposed this step (used or not)
+    DraftSource draft_source() const { return ngram_drafts_ ? DraftSource::Ngram : DraftSource::Model; }
     // Running per-position acceptance (the cost model's α) of each drafter's drafts, whose prior is the
     // decoder-wide estimate of that drafter.
     std::array<AcceptanceEstimate, kDraftSources> acceptance_estimates_;
@@ -211,11 +212,8 @@ private:
     void choose_draft_lengths_for(std::span<Sequence* const> active);
     // The n-gram drafter's proposals, up to each sequence's cap, for the sequences that may draft.
     void lookup_ngram_drafts(std::span<Sequence* const> active);
-    // The sequence as the cost model sees it, drafting with its current drafter (Sequence::ngram_drafts_).
-    DraftCandidate draft_candidate(const Sequence& seq, int32_t min_length, int32_t max_length) const;
-    // What the n-gram's proposal would have kept of a step it did not draft: its agreement with the emitted
-    // tokens (exact when greedy), recorded as its acceptance evidence and told to the drafter.
-    int32_t shadow_ngram_acceptance(const Sequence& seq) const;
+    // The sequence as the cost model sees it, drafting with `drafter`.
+    DraftCandidate draft_candidate(const Sequence& seq, DraftSource drafter, int32_t min_length, int32_t max_length) const;
     // Times target batches up to the largest a step can send (every sequence drafting `draft_max`) and
     // draft batches up to one token per sequence, all of `token` on sequence `id` from the given positions
     // (the cells are removed afterwards): the cost model's starting curves.
