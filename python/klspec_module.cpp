@@ -66,6 +66,7 @@ DecodingRequest decoding_request(const py::kwargs& kwargs, const Model& target) 
         else if (name == "topk") judge.topk = optional_arg<int32_t>(value);
         else if (name == "max_tv") judge.max_tv = optional_arg<double>(value);
         else if (name == "window") judge.window = optional_arg<int32_t>(value);
+        else if (name == "divergence") judge.divergence = optional_arg<std::string>(value);
         else if (name == "confidence_mask") judge.confidence_mask = optional_arg<double>(value).value_or(judge.confidence_mask);
         else if (name == "head") judge.head_path = optional_arg<std::string>(value).value_or("");
         else if (name == "judge_span") generation.judge_span = JudgeSpan::parse(value.cast<std::string>());
@@ -332,14 +333,15 @@ py::list rules() {
     for (const JudgeRule& rule : judge_rules()) {
         out.append(py::dict(py::arg("name") = std::string(rule.name), py::arg("summary") = std::string(rule.summary),
                             py::arg("threshold") = knob_name(rule.threshold), py::arg("topk") = knob_name(rule.topk),
-                            py::arg("head") = knob_name(rule.head), py::arg("window") = knob_name(rule.window)));
+                            py::arg("head") = knob_name(rule.head), py::arg("window") = knob_name(rule.window),
+                            py::arg("divergence") = knob_name(rule.divergence)));
     }
     return out;
 }
 
 constexpr const char* kDecodingArguments =
     "Keyword arguments (defaults as `klspec generate`): judge='vanilla', threshold, topk, max_tv, window, "
-    "confidence_mask (0.9), head (the autojudge head file), judge_span='all' ('until:STRING', 'think', "
+    "divergence (fsd: 'kl', 'reverse-kl', 'js'), confidence_mask (0.9), head (the autojudge head file), judge_span='all' ('until:STRING', 'think', "
     "'think:OPEN,CLOSE': where the rule may relax), max_tokens=128, draft_max=16, draft_min=0, "
     "draft_p_min=0.0, draft_policy='auto' ('fixed', 'adaptive', 'off'), temperature=0.0, top_k=0, top_p=1.0, "
     "seed=0, stop=[...], logprobs (top alternatives per token, 0..20), trace=False (result.trace: the judged "
@@ -448,5 +450,5 @@ PYBIND11_MODULE(_klspec, m) {
         .def_property_readonly("n_embd", [](const Engine& e) { return e.target().n_embd(); })
         .def_property_readonly("has_draft", &Engine::has_draft);
 
-    m.def("rules", &rules, "The judge rules: name, summary, and whether each takes threshold, topk, head and window");
+    m.def("rules", &rules, "The judge rules: name, summary, and whether each takes threshold, topk, head, window and divergence");
 }

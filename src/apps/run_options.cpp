@@ -205,6 +205,10 @@ void add_judge_options(CLI::App& app, JudgeOptions& judge, bool with_rule) {
             ->capture_default_str();
         app.add_option("--judge-threshold", judge.threshold, "Threshold tau of the kl, entropy and autojudge rules");
         app.add_option("--judge-topk", judge.topk, "K of the topk rule");
+        app.add_option("--judge-divergence", judge.divergence,
+                       "fsd rule: the divergence compared with the threshold: kl (KL(p || q)), reverse-kl (KL(q || p), "
+                       "the default: what FSD's published numbers used) or js (Jensen-Shannon)")
+            ->check(CLI::IsMember({"kl", "reverse-kl", "js"}));
         app.add_option("--max-tv", judge.max_tv,
                        "kl rule, instead of --judge-threshold: tau = 2 eps^2, so every relaxed token's TV(p, q) < eps "
                        "(Pinsker); the run reports the bound");

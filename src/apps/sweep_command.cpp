@@ -112,7 +112,8 @@ void register_sweep_command(CLI::App& app) {
                           "existing one with the same settings is resumed (new points are added)");
     cmd->add_option("--rules", options->rules,
                     "Points to run besides vanilla (always run, the reference): RULE:V1,V2,... with V the threshold, "
-                    "K for topk, N/DELTA for topn-delta; e.g. kl:0.1,0.3,1 topk:2,4 target-entropy:0.5,1")
+                    "K for topk, N/DELTA for topn-delta, TAU or DIVERGENCE/TAU for fsd (kl, reverse-kl, js); e.g. "
+                    "kl:0.1,0.3,1 topk:2,4 target-entropy:0.5,1 fsd:js/0.05")
         ->required();
     cmd->add_flag("!--no-plots", options->plots, "Skip the SVG/PNG plots (gnuplot)");
     cmd->add_flag("--json", options->json, "Print summary.json instead of the table");

@@ -24,4 +24,13 @@ AccuracyLoss paired_accuracy_loss(const std::vector<bool>& reference, const std:
     return {mean, mean - half_width, mean + half_width, n};
 }
 
+Proportion wilson_proportion(size_t k, size_t n, double z) {
+    if (n == 0 || k > n) throw Error("wilson_proportion: needs 0 <= k <= n and n > 0");
+    const double p = double(k) / double(n);
+    const double z2n = z * z / double(n);
+    const double centre = (p + z2n / 2) / (1 + z2n);
+    const double half_width = z / (1 + z2n) * std::sqrt(p * (1 - p) / double(n) + z2n / (4 * double(n)));
+    return {p, std::max(0.0, centre - half_width), std::min(1.0, centre + half_width), n};
+}
+
 }  // namespace klspec

@@ -214,6 +214,21 @@ KlStats kl_stats(std::span<const float> target_logits, std::span<const float> dr
     };
 }
 
+double js_divergence(std::span<const float> target_logits, std::span<const float> draft_logits) {
+    const double log_zp = distribution_stats(target_logits).log_normalizer;
+    const double log_zq = distribution_stats(draft_logits).log_normalizer;
+    // Per token: ½ p log(2p / (p + q)) + ½ q log(2q / (p + q)); a zero probability contributes 0.
+    double total = 0;
+    for (size_t v = 0; v < target_logits.size(); ++v) {
+        const double p = std::exp(double(target_logits[v]) - log_zp);
+        const double q = std::exp(double(draft_logits[v]) - log_zq);
+        const double m = p + q;
+        if (p > 0) total += p * std::log(2 * p / m);
+        if (q > 0) total += q * std::log(2 * q / m);
+    }
+    return std::max(0.0, total / 2);
+}
+
 int32_t argmax(std::span<const float> logits) {
     // One pass: each lane keeps its maximum and the first index where it occurs (strict > keeps the first).
     FloatVec best = broadcast(kMinusInf);

@@ -31,6 +31,10 @@ DistributionStats distribution_stats(std::span<const float> logits);
 // `target_logits` (p) and `draft_logits` (q) have the same length.
 KlStats kl_stats(std::span<const float> target_logits, std::span<const float> draft_logits);
 
+// Jensen–Shannon divergence JS(p, q) = ½ KL(p ‖ m) + ½ KL(q ‖ m), m = (p + q) / 2, of the softmax of two
+// rows of the same length: symmetric, finite (at most log 2) even where one of them is 0.
+double js_divergence(std::span<const float> target_logits, std::span<const float> draft_logits);
+
 // Index of the largest logit (the first one on ties).
 int32_t argmax(std::span<const float> logits);
 

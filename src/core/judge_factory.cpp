@@ -8,6 +8,7 @@
 #include "core/judges/autojudge.h"
 #include "core/judges/entropy_judges.h"
 #include "core/judges/fly_judge.h"
+#include "core/judges/fsd_judge.h"
 #include "core/judges/kl_judge.h"
 #include "core/judges/probability_judges.h"
 #include "core/judges/topk_judge.h"
@@ -83,6 +84,16 @@ const std::array kRules{
               .make = [](const JudgeOptions& o) -> std::unique_ptr<Judge> {
                   return std::make_unique<FlyJudge>(threshold_of(o), o.window.value_or(FlyJudge::kDefaultWindow));
               }},
+    JudgeRule{.name = FsdJudge::kName,
+              .summary = "accept when a divergence D(p, q) < threshold, no mask (--judge-divergence kl, reverse-kl "
+                         "(default) or js; Fuzzy Speculative Decoding)",
+              .threshold = Knob::Required,
+              .divergence = Knob::Optional,
+              .needs_draft_model = true,
+              .make = [](const JudgeOptions& o) -> std::unique_ptr<Judge> {
+                  return std::make_unique<FsdJudge>(threshold_of(o), o.divergence ? parse_divergence(*o.divergence)
+                                                                                   : FsdJudge::kDefaultDivergence);
+              }},
     JudgeRule{.name = AutoJudge::kName,
               .summary = "accept when a trained head on hidden states scores < threshold",
               .threshold = Knob::Optional,
@@ -133,6 +144,7 @@ std::unique_ptr<Judge> make_judge(const JudgeOptions& options) {
     check_knob(options, rule.topk, options.topk.has_value(), "K (--judge-topk)");
     check_knob(options, rule.head, !options.head_path.empty(), "a head file (--judge-head)");
     check_knob(options, rule.window, options.window.has_value(), "a window (--judge-window)");
+    check_knob(options, rule.divergence, options.divergence.has_value(), "a divergence (--judge-divergence)");
     if (options.window && *options.window < 1)
         throw Error(fmt::format("judge {}: the window must be >= 1, got {}", options.rule, *options.window));
     // Rules whose threshold is required take any τ >= 0; autojudge checks its own range.

@@ -27,6 +27,8 @@ struct JudgeOptions {
     std::optional<double> max_tv;
     // W >= 1: fly only (default FlyJudge::kDefaultWindow), the drafts after i that must match natively.
     std::optional<int32_t> window;
+    // fsd only (default FsdJudge::kDefaultDivergence): "kl", "reverse-kl" or "js".
+    std::optional<std::string> divergence;
     // m in (0, 1], used by kl; 1 disables the mask.
     double confidence_mask = 0.9;
     // The AutoJudge head file: required by autojudge, refused by the other rules.
@@ -46,6 +48,7 @@ struct JudgeRule {
     Knob topk = Knob::Refused;
     Knob head = Knob::Refused;
     Knob window = Knob::Refused;
+    Knob divergence = Knob::Refused;
     // The rule reads the draft model's q_i or hidden states (Judge::needs_draft_model), so an n-gram draft,
     // which has neither, cannot be judged by it.
     bool needs_draft_model = false;

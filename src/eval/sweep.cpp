@@ -52,6 +52,7 @@ JudgeOptions point_options(const std::string& rule, const std::string& value, co
     options.threshold.reset();
     options.topk.reset();
     options.max_tv.reset();
+    options.divergence.reset();
     // The shared settings go only to the rules that take them (vanilla refuses a head file).
     for (const JudgeRule& known : judge_rules()) {
         if (known.name != rule) continue;
@@ -65,6 +66,11 @@ JudgeOptions point_options(const std::string& rule, const std::string& value, co
         const std::vector<std::string> parts = split(value, '/');
         if (parts.size() != 2) throw Error(fmt::format("sweep point '{}': topn-delta takes N/DELTA, e.g. 4/0.2", spec));
         options.topk = parse_count(parts[0], spec);
+        options.threshold = parse_number(parts[1], spec);
+    } else if (rule == "fsd" && value.find('/') != std::string::npos) {
+        const std::vector<std::string> parts = split(value, '/');
+        if (parts.size() != 2) throw Error(fmt::format("sweep point '{}': fsd takes TAU or DIVERGENCE/TAU, e.g. js/0.1", spec));
+        options.divergence = parts[0];
         options.threshold = parse_number(parts[1], spec);
     } else if (!value.empty()) {
         options.threshold = parse_number(value, spec);
@@ -248,19 +254,27 @@ std::vector<PointSummary> summarize_sweep(const std::vector<SweepPoint>& points,
         s.wall_seconds += e.wall_seconds;
     }
 
-    std::map<std::string, bool> vanilla_correct;  // problem id -> vanilla's verdict
+    std::map<std::string, const SweepExample*> vanilla_of;  // problem id -> vanilla's example
     for (const SweepExample& e : examples)
-        if (e.point == "vanilla") vanilla_correct[e.id] = e.correct;
-    std::map<std::string, std::pair<std::vector<bool>, std::vector<bool>>> pairs;  // point -> (vanilla's, its)
+        if (e.point == "vanilla") vanilla_of[e.id] = &e;
+    struct Paired {
+        std::vector<bool> vanilla_correct, correct;
+        size_t same_answer = 0;
+    };
+    std::map<std::string, Paired> pairs;  // point -> its problems paired with vanilla's
     for (const SweepExample& e : examples) {
-        const auto reference = vanilla_correct.find(e.id);
-        if (e.point == "vanilla" || !index_of.contains(e.point) || reference == vanilla_correct.end()) continue;
-        auto& [vanilla_verdicts, point_verdicts] = pairs[e.point];
-        vanilla_verdicts.push_back(reference->second);
-        point_verdicts.push_back(e.correct);
+        const auto reference = vanilla_of.find(e.id);
+        if (e.point == "vanilla" || !index_of.contains(e.point) || reference == vanilla_of.end()) continue;
+        Paired& paired = pairs[e.point];
+        paired.vanilla_correct.push_back(reference->second->correct);
+        paired.correct.push_back(e.correct);
+        paired.same_answer += e.prediction == reference->second->prediction;
     }
-    for (const auto& [point, verdicts] : pairs)
-        summaries[index_of.at(point)].loss_against_vanilla = paired_accuracy_loss(verdicts.first, verdicts.second);
+    for (const auto& [point, paired] : pairs) {
+        PointSummary& summary = summaries[index_of.at(point)];
+        summary.loss_against_vanilla = paired_accuracy_loss(paired.vanilla_correct, paired.correct);
+        summary.agreement_with_vanilla = wilson_proportion(paired.same_answer, paired.correct.size());
+    }
     return summaries;
 }
 
@@ -285,9 +299,11 @@ std::string write_sweep_summary(const std::string& dir, const std::vector<PointS
     nlohmann::json points = nlohmann::json::array();
     std::ostringstream csv, table;
     csv << "point,rule,value,examples,correct,accuracy,accuracy_change,accuracy_change_low,accuracy_change_high,mat,"
-           "acceptance,relaxed,emitted,target_calls,tokens_per_second,speedup,judge_share\n";
-    table << "| rule | value | accuracy | Δ acc [95 % CI] | MAT | acceptance | relaxed | tokens/s | speedup | judge time |\n"
-             "|---|---|---|---|---|---|---|---|---|---|\n";
+           "acceptance,relaxed,emitted,target_calls,tokens_per_second,speedup,judge_share,agreement,agreement_low,"
+           "agreement_high\n";
+    table << "| rule | value | accuracy | Δ acc [95 % CI] | MAT | acceptance | relaxed | tokens/s | speedup | judge time "
+             "| same answer as vanilla [95 % CI] |\n"
+             "|---|---|---|---|---|---|---|---|---|---|---|\n";
     for (const PointSummary& s : summaries) {
         const double change = s.accuracy() - vanilla.accuracy();
         // The interval of the paired change (−loss; 0 − x, as −0.0 would print "-0.0"); vanilla's is the point.
@@ -296,6 +312,12 @@ std::string write_sweep_summary(const std::string& dir, const std::vector<PointS
         const std::string change_text =
             s.loss_against_vanilla ? fmt::format("{:+.1f} [{:+.1f}, {:+.1f}]", 100 * change, 100 * change_low, 100 * change_high)
                                    : fmt::format("{:+.1f}", 100 * change);
+        // Vanilla agrees with itself.
+        const Proportion agreement = s.agreement_with_vanilla.value_or(Proportion{1.0, 1.0, 1.0, s.examples});
+        const std::string agreement_text =
+            s.agreement_with_vanilla ? fmt::format("{:.1f} % [{:.1f}, {:.1f}]", 100 * agreement.value, 100 * agreement.low,
+                                                   100 * agreement.high)
+                                     : "—";
         points.push_back({{"point", s.point}, {"rule", s.rule}, {"value", s.value}, {"examples", s.examples},
                           {"correct", s.correct}, {"accuracy", s.accuracy()}, {"accuracy_change", change},
                           {"accuracy_change_low", change_low}, {"accuracy_change_high", change_high},
@@ -303,16 +325,18 @@ std::string write_sweep_summary(const std::string& dir, const std::vector<PointS
                           {"relaxed", s.totals.relaxed_accepted}, {"emitted", s.totals.emitted},
                           {"target_calls", s.totals.target_calls}, {"wall_seconds", s.wall_seconds},
                           {"tokens_per_second", s.tokens_per_second()}, {"speedup", speedup(s)},
-                          {"judge_share", s.judge_share()}});
-        csv << fmt::format("{},{},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.3f},{:.4f},{},{},{},{:.1f},{:.3f},{:.5f}\n", s.point,
-                           s.rule, s.value, s.examples, s.correct, s.accuracy(), change, change_low, change_high,
-                           s.totals.mat(), s.totals.acceptance_rate(),
-                           s.totals.relaxed_accepted, s.totals.emitted, s.totals.target_calls, s.tokens_per_second(),
-                           speedup(s), s.judge_share());
-        table << fmt::format("| {} | {} | {:.1f} % | {} | {:.2f} | {:.1f} % | {} | {:.1f} | {:.2f}× | {:.2f} % |\n",
+                          {"judge_share", s.judge_share()}, {"agreement", agreement.value},
+                          {"agreement_low", agreement.low}, {"agreement_high", agreement.high}});
+        csv << fmt::format("{},{},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.3f},{:.4f},{},{},{},{:.1f},{:.3f},{:.5f},{:.4f},{:.4f},"
+                           "{:.4f}\n",
+                           s.point, s.rule, s.value, s.examples, s.correct, s.accuracy(), change, change_low, change_high,
+                           s.totals.mat(), s.totals.acceptance_rate(), s.totals.relaxed_accepted, s.totals.emitted,
+                           s.totals.target_calls, s.tokens_per_second(), speedup(s), s.judge_share(), agreement.value,
+                           agreement.low, agreement.high);
+        table << fmt::format("| {} | {} | {:.1f} % | {} | {:.2f} | {:.1f} % | {} | {:.1f} | {:.2f}× | {:.2f} % | {} |\n",
                              s.rule, s.value.empty() ? "—" : s.value, 100 * s.accuracy(), change_text, s.totals.mat(),
                              100 * s.totals.acceptance_rate(), s.totals.relaxed_accepted, s.tokens_per_second(), speedup(s),
-                             100 * s.judge_share());
+                             100 * s.judge_share(), agreement_text);
     }
     nlohmann::json best = nlohmann::json::object();
     table << "\nBest MAT within 1 point of vanilla's accuracy:";

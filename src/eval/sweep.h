@@ -36,7 +36,7 @@ struct SweepPoint {
     std::string label() const { return value.empty() ? rule : rule + ":" + value; }
 };
 
-// Parses "RULE:V1,V2,..." specs (V: τ, or K for topk, or N/δ for topn-delta; vanilla takes none) into
+// Parses "RULE:V1,V2,..." specs (V: τ, or K for topk, or N/δ for topn-delta, or τ or DIVERGENCE/τ for fsd; vanilla takes none) into
 // points, vanilla first and always present, duplicates dropped. `base` gives what every point shares
 // (confidence mask, head file, FLy window). Every point is checked by building its judge.
 std::vector<SweepPoint> parse_sweep_points(const std::vector<std::string>& specs, const JudgeOptions& base);
@@ -90,6 +90,10 @@ struct PointSummary {
     // Vanilla's accuracy minus this point's, paired over the problems both decoded, with its 95 % interval
     // (pairing removes the spread between problems, as the points decode the same ones). None for vanilla.
     std::optional<AccuracyLoss> loss_against_vanilla;
+    // The share of those problems whose scored final answer (the prediction) equals vanilla's, i.e. target-only
+    // decoding's, with its Wilson interval: what the rule changes, whether or not the model solves the problem.
+    // None for vanilla.
+    std::optional<Proportion> agreement_with_vanilla;
     double accuracy() const { return examples ? double(correct) / double(examples) : 0.0; }
     // Emitted tokens over the wall time decode_problems attributed to the examples (prompts included).
     double tokens_per_second() const { return wall_seconds > 0 ? double(totals.emitted) / wall_seconds : 0.0; }

@@ -136,6 +136,7 @@ JudgeOptions parse_judge(const json& body, const JudgeOptions& server_judge) {
         judge.topk = static_cast<int32_t>(*topk);
     }
     if (const std::optional<double> mask = number_field(body, "confidence_mask")) judge.confidence_mask = *mask;
+    if (const std::optional<std::string> divergence = string_field(body, "judge_divergence")) judge.divergence = divergence;
     return judge;
 }
 
@@ -146,6 +147,7 @@ std::string judge_error_param(std::string_view message) {
         return "judge_threshold";
     if (message.find("K ") != std::string_view::npos) return "judge_topk";
     if (message.find("confidence mask") != std::string_view::npos) return "confidence_mask";
+    if (message.find("divergence") != std::string_view::npos) return "judge_divergence";
     return "judge";
 }
 

@@ -41,5 +41,22 @@ TEST(AccuracyLoss, MismatchedOrEmptyInputIsAnError) {
     EXPECT_THROW(paired_accuracy_loss({}, {}), Error);
 }
 
+// Wilson score intervals by hand: centre (p + z²/2n) / (1 + z²/n), half width
+// z / (1 + z²/n) · √(p(1 − p)/n + z²/4n²). 0/10 gives [0, 0.2775], the value printed in published tables.
+TEST(WilsonProportion, HandComputed) {
+    const Proportion most = wilson_proportion(196, 200);
+    EXPECT_DOUBLE_EQ(most.value, 0.98);
+    EXPECT_NEAR(most.low, 0.9497121, 1e-6);
+    EXPECT_NEAR(most.high, 0.9921957, 1e-6);
+    const Proportion all = wilson_proportion(200, 200);  // the normal approximation would give [1, 1]
+    EXPECT_NEAR(all.low, 0.9811540, 1e-6);
+    EXPECT_DOUBLE_EQ(all.high, 1.0);
+    const Proportion none = wilson_proportion(0, 10);
+    EXPECT_DOUBLE_EQ(none.low, 0.0);
+    EXPECT_NEAR(none.high, 0.2775402, 1e-6);
+    EXPECT_THROW(wilson_proportion(0, 0), Error);
+    EXPECT_THROW(wilson_proportion(3, 2), Error);
+}
+
 }  // namespace
 }  // namespace klspec

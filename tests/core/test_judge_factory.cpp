@@ -69,6 +69,7 @@ TEST(JudgeFactory, BuildsEveryRule) {
         options("topn-delta", 0.1, 3),
         options("typical", 0.09),
         options("fly", 0.5),
+        options("fsd", 0.1),
         options("autojudge", std::nullopt, std::nullopt, 0.9, head),
         options("autojudge", 0.2, std::nullopt, 0.9, head),
     };
@@ -79,7 +80,7 @@ TEST(JudgeFactory, BuildsEveryRule) {
         // The table's flag (for --help and the up-front refusal) is the judge's own, and n-gram drafts can
         // feed exactly the rules that read nothing of the draft but its token.
         const bool reads_draft = judge_options.rule == "kl" || judge_options.rule == "draft-entropy" ||
-                                 judge_options.rule == "autojudge";
+                                 judge_options.rule == "fsd" || judge_options.rule == "autojudge";
         EXPECT_EQ(judge->needs_draft_model(), reads_draft) << judge_options.rule;
         for (const JudgeRule& rule : judge_rules())
             if (rule.name == judge_options.rule) EXPECT_EQ(rule.needs_draft_model, reads_draft) << judge_options.rule;
@@ -89,7 +90,7 @@ TEST(JudgeFactory, BuildsEveryRule) {
         EXPECT_FALSE(info.summary.empty());
         ++listed;
     }
-    EXPECT_EQ(listed, 10u);
+    EXPECT_EQ(listed, 11u);
 }
 
 TEST(JudgeFactory, RefusesBadOptions) {
@@ -110,6 +111,9 @@ TEST(JudgeFactory, RefusesBadOptions) {
         {options("vanilla", 0.1), "does not take a threshold"},
         {options("vanilla", std::nullopt, std::nullopt, 0.9, head), "does not take a head file"},
         {options("autojudge"), "needs a head file"},
+        {options("fsd"), "needs a threshold"},
+        {[] { JudgeOptions o = options("fsd", 0.1); o.divergence = "hellinger"; return o; }(), "unknown divergence 'hellinger'"},
+        {[] { JudgeOptions o = options("kl", 0.1); o.divergence = "js"; return o; }(), "does not take a divergence"},
         {options("autojudge", 1.5, std::nullopt, 0.9, head), "threshold must be in [0, 1]"},
         {options("autojudge", std::nullopt, std::nullopt, 0.9, "/nonexistent/head.json"),
          "cannot open AutoJudge head file"},

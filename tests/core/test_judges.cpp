@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "core/acceptance.h"
+#include "core/error.h"
 #include "core/judges/entropy_judges.h"
+#include "core/judges/fsd_judge.h"
 #include "core/judges/kl_judge.h"
 #include "core/judges/topk_judge.h"
 #include "draft_position.h"
@@ -39,6 +41,38 @@ TEST(KlJudge, HandComputed) {
     const JudgeDecision kept = tight.decide(position(kTarget, kDraft, 1));
     EXPECT_FALSE(kept.relaxed);
     EXPECT_NEAR(kept.statistic, kKl, 1e-7);
+}
+
+// FSD's three divergences on an asymmetric pair, p = (1/2, 1/2), q = (1/4, 3/4), where forward and reverse
+// KL differ: KL(p ‖ q) = ½ ln(4/3), KL(q ‖ p) = ¾ ln(3/2) − ¼ ln 2, and with m = (3/8, 5/8)
+// JS = ½ KL(p ‖ m) + ½ KL(q ‖ m) = ¼ ln(16/15) + ⅛ ln(2/3) + ⅜ ln(6/5).
+TEST(FsdJudge, HandComputedDivergences) {
+    const std::vector<float> target{0.0f, 0.0f};
+    const std::vector<float> draft{0.0f, std::log(3.0f)};
+    const double forward = 0.5 * std::log(4.0 / 3.0);
+    const double reverse = 0.75 * std::log(1.5) - 0.25 * std::log(2.0);
+    const double js = 0.25 * std::log(16.0 / 15.0) + 0.125 * std::log(2.0 / 3.0) + 0.375 * std::log(1.2);
+    for (const auto& [divergence, expected] : std::vector<std::pair<Divergence, double>>{
+             {Divergence::ForwardKl, forward}, {Divergence::ReverseKl, reverse}, {Divergence::JensenShannon, js}}) {
+        const std::string name(divergence_name(divergence));
+        const JudgeDecision loose = FsdJudge(expected + 1e-6, divergence).decide(position(target, draft, 0));
+        EXPECT_NEAR(loose.statistic, expected, 1e-7) << name;
+        EXPECT_TRUE(loose.relaxed) << name;
+        EXPECT_FALSE(FsdJudge(expected - 1e-6, divergence).decide(position(target, draft, 0)).relaxed) << name;
+    }
+    // No confidence mask: a target sure of its token (max p ≈ 1) is still relaxed when the draft agrees.
+    const std::vector<float> sure{20.0f, 0.0f};
+    EXPECT_TRUE(FsdJudge(0.01, Divergence::ReverseKl).decide(position(sure, sure, 0)).relaxed);
+}
+
+TEST(FsdJudge, DisjointSupports) {
+    // Where p = 0 and q > 0, KL(q ‖ p) is infinite; JS stays at its maximum ln 2.
+    const std::vector<float> target{0.0f, kMinusInf};
+    const std::vector<float> draft{kMinusInf, 0.0f};
+    EXPECT_TRUE(std::isinf(FsdJudge(1e9, Divergence::ReverseKl).decide(position(target, draft, 1)).statistic));
+    EXPECT_NEAR(FsdJudge(1.0, Divergence::JensenShannon).decide(position(target, draft, 1)).statistic, std::log(2.0), 1e-9);
+    EXPECT_EQ(parse_divergence("js"), Divergence::JensenShannon);
+    EXPECT_THROW(parse_divergence("hellinger"), Error);
 }
 
 // Pure judges: the same position gives the same decision however often, and in any order.

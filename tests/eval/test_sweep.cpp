@@ -141,6 +141,31 @@ TEST(SweepSummary, PairedIntervalAgainstVanillaOverTheProblemsBothDecoded) {
     EXPECT_NEAR(loss.high, 0.1 + 0.0590962, 1e-6);
 }
 
+// Agreement is about the scored answer, not correctness: a point that keeps vanilla's wrong answer agrees,
+// one that turns it into another wrong answer does not.
+TEST(SweepSummary, AgreementWithVanillaComparesPredictions) {
+    const std::vector<SweepPoint> points = parse_sweep_points({"kl:1"}, {});
+    std::vector<SweepExample> examples;
+    for (int i = 0; i < 4; ++i) {
+        SweepExample vanilla = example("vanilla", std::to_string(i), false, 10, 5, 0.1);
+        SweepExample kl = example("kl:1", std::to_string(i), false, 10, 4, 0.1);
+        vanilla.prediction = "7";
+        kl.prediction = i == 0 ? "8" : "7";  // both wrong on every problem, different on the first
+        examples.push_back(vanilla);
+        examples.push_back(kl);
+    }
+    const std::vector<PointSummary> s = summarize_sweep(points, examples);
+    EXPECT_FALSE(s[0].agreement_with_vanilla.has_value());
+    ASSERT_TRUE(s[1].agreement_with_vanilla.has_value());
+    EXPECT_DOUBLE_EQ(s[1].agreement_with_vanilla->value, 0.75);
+    EXPECT_EQ(s[1].loss_against_vanilla->loss, 0.0);  // the accuracy does not see it
+    EXPECT_NEAR(s[1].agreement_with_vanilla->low, 0.3006360, 1e-6);  // Wilson, 3 of 4
+    const std::string dir = fresh_dir("agreement");
+    std::filesystem::create_directories(dir);
+    const std::string table = write_sweep_summary(dir, s);
+    EXPECT_NE(table.find("| 75.0 % [30.1, 95.4] |"), std::string::npos) << table;
+}
+
 TEST(Calibration, PicksTheHighestMatWithinTheBudget) {
     const std::vector<SweepPoint> points = parse_sweep_points({"kl:0.5,1,3"}, {});
     std::vector<Problem> problems;
