@@ -158,6 +158,7 @@ Model::Model(const std::string& path, const ModelOptions& options) : path_(path)
     constexpr int32_t kAllLayers = -1;  // llama.cpp: a negative count offloads every layer
     params.n_gpu_layers = options.gpu_layers.value_or(options.rpc_servers.empty() ? 0 : kAllLayers);
     params.vocab_only = options.vocab_only;
+    params.use_extra_bufts = options.repack;
     g_llama_error.clear();
     model_ = llama_model_load_from_file(path.c_str(), params);
     if (model_ == nullptr) {

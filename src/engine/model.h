@@ -27,6 +27,11 @@ struct ModelOptions {
     // The tokenizer and metadata only (llama.cpp's vocab-only GGUFs): tokenize and chat templates work, a
     // context does not.
     bool vocab_only = false;
+    // Let llama.cpp repack quantized weights for the CPU's interleaved kernels (its default; -nr turns it off).
+    // Repacked, a batch and a single token run different kernels whose logits differ by far more than rounding
+    // (up to 2.1 on Gemma 3 270M Q4_K_M, docs/real-model.md), so greedy verification can pick another token than
+    // target-only decoding at a clear lead; without repacking both paths give the same logits.
+    bool repack = true;
 };
 
 class Model {

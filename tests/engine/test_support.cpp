@@ -166,8 +166,8 @@ GreedyReference greedy_reference(const Model& target, std::vector<int32_t> token
 }
 
 double max_batch_single_difference(const std::string& model_path, const std::vector<std::string>& prompts,
-                                   int32_t tokens, const ContextOptions& context) {
-    const Model target(model_path, offload());
+                                   int32_t tokens, const ContextOptions& context, const ModelOptions& model) {
+    const Model target(model_path, model);
     SpeculativeDecoder decoder(target, nullptr, context);
     const size_t n_vocab = static_cast<size_t>(target.n_vocab());
     double largest = 0;

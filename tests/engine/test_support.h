@@ -87,7 +87,7 @@ GreedyReference greedy_reference(const Model& target, std::vector<int32_t> promp
 // logits (how verification computes them) and one-token-at-a-time logits (target-only decoding), over
 // `tokens` greedy tokens after each prompt. Below kNearTieGap / 2, the argmax can flip only at a near tie.
 double max_batch_single_difference(const std::string& model_path, const std::vector<std::string>& prompts,
-                                   int32_t tokens, const ContextOptions& context);
+                                   int32_t tokens, const ContextOptions& context, const ModelOptions& model = offload());
 
 // Where `tokens` first leaves `reference.tokens` (-1: equal). Fails the test when that position is not
 // a near tie of the reference's logits (top-2 gap below `gap`); `divergences` counts the accepted ones.
