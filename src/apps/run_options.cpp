@@ -160,8 +160,8 @@ void add_model_options(CLI::App& app, RunOptions& options) {
            "--rpc-draft", [&options](const std::string& list) { options.draft_rpc_servers = split_server_list(list); },
            "The same for the draft. Default: the draft stays local (it runs token by token, so a network round "
            "trip per draft token costs more than its small compute)");
-    app.add_flag("!-nr,!--no-repack", options.model.repack,
-                 "Do not repack quantized weights for the CPU's interleaved kernels (llama.cpp's -nr). Slower on "
+    app.add_flag("!--no-repack", options.model.repack,
+                 "Do not repack quantized weights for the CPU's interleaved kernels (llama.cpp's -nr, --no-repack). Slower on "
                  "K-quants, but a verification batch then computes the same logits as one-token decoding; repacked, "
                  "they differed by up to 2.1 on a Q4_K_M model, so greedy speculative output can leave target-only "
                  "output where the top two logits are that close (docs/real-model.md)");

@@ -24,6 +24,7 @@ struct SweepOptions {
     SweepRunOptions common;
     std::vector<std::string> rules;
     bool plots = true;
+    bool summary_only = false;
     bool json = false;
 };
 
@@ -74,19 +75,25 @@ void run_sweep(const SweepOptions& options) {
     if (todo < total)
         std::fprintf(stderr, "sweep: resuming %s: %zu of %zu examples already done\n", common.out_dir.c_str(), total - todo,
                      total);
-    ProgressLine progress("sweep", todo, "examples");
-    size_t done = 0;
-    std::map<std::string, std::pair<size_t, size_t>> correct_of;  // point -> (correct, decoded) this run
-    run_sweep_points(*session.decoder, session.generation, problems, points, common.parallel, store,
-                     [&](const SweepExample& example) {
-                         auto& [correct, decoded] = correct_of[example.point];
-                         correct += example.correct;
-                         ++decoded;
-                         progress.update(++done, fmt::format("{} {}/{} correct", example.point, correct, decoded));
-                     });
-    progress.finish();
+    if (!options.summary_only) {
+        ProgressLine progress("sweep", todo, "examples");
+        size_t done = 0;
+        std::map<std::string, std::pair<size_t, size_t>> correct_of;  // point -> (correct, decoded) this run
+        run_sweep_points(*session.decoder, session.generation, problems, points, common.parallel, store,
+                         [&](const SweepExample& example) {
+                             auto& [correct, decoded] = correct_of[example.point];
+                             correct += example.correct;
+                             ++decoded;
+                             progress.update(++done, fmt::format("{} {}/{} correct", example.point, correct, decoded));
+                         });
+        progress.finish();
+    }
 
-    const std::vector<PointSummary> summaries = summarize_sweep(points, store.examples());
+    // A full sweep holds every point on every problem; a summary of one still running or cut short keeps the
+    // problems every point has decoded, so that the points compare on the same problems.
+    const std::vector<SweepExample> examples =
+        options.summary_only ? examples_of_problems_every_point_has(store.examples(), points) : store.examples();
+    const std::vector<PointSummary> summaries = summarize_sweep(points, examples);
     const std::string table = write_sweep_summary(common.out_dir, summaries);
     if (options.plots)
         draw_plots(summaries, common.out_dir, std::filesystem::path(common.dataset.name_or_path).stem().string());
@@ -117,6 +124,9 @@ void register_sweep_command(CLI::App& app) {
         ->required();
     cmd->add_flag("!--no-plots", options->plots, "Skip the SVG/PNG plots (gnuplot)");
     cmd->add_flag("--json", options->json, "Print summary.json instead of the table");
+    cmd->add_flag("--summary-only", options->summary_only,
+                  "Decode nothing: write the summary, table and plots of what DIR holds now, over the problems every "
+                  "point has decoded (a sweep still running, or cut short)");
     cmd->callback([options] { run_sweep(*options); });
 }
 

@@ -233,6 +233,18 @@ void run_sweep_points(SpeculativeDecoder& decoder, const GenerationOptions& gene
     }
 }
 
+std::vector<SweepExample> examples_of_problems_every_point_has(const std::vector<SweepExample>& examples,
+                                                               std::span<const SweepPoint> points) {
+    std::map<std::string, size_t> points_of;  // problem id -> how many of the points decoded it
+    for (const SweepExample& e : examples)
+        if (std::any_of(points.begin(), points.end(), [&](const SweepPoint& p) { return p.label() == e.point; }))
+            ++points_of[e.id];
+    std::vector<SweepExample> kept;
+    for (const SweepExample& e : examples)
+        if (points_of[e.id] == points.size()) kept.push_back(e);
+    return kept;
+}
+
 std::vector<PointSummary> summarize_sweep(const std::vector<SweepPoint>& points, const std::vector<SweepExample>& examples) {
     std::vector<PointSummary> summaries;
     std::map<std::string, size_t> index_of;

@@ -81,6 +81,11 @@ void run_sweep_points(SpeculativeDecoder& decoder, const GenerationOptions& gene
                       std::span<const SweepPoint> points, int32_t parallel, SweepStore& store,
                       const std::function<void(const SweepExample&)>& on_example);
 
+// The examples of the problems that every point has decoded (a sweep cut short: its points compare on the
+// same problems).
+std::vector<SweepExample> examples_of_problems_every_point_has(const std::vector<SweepExample>& examples,
+                                                               std::span<const SweepPoint> points);
+
 // A point's totals over the examples it has.
 struct PointSummary {
     std::string point, rule, value;

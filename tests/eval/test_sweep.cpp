@@ -166,6 +166,19 @@ TEST(SweepSummary, AgreementWithVanillaComparesPredictions) {
     EXPECT_NE(table.find("| 75.0 % [30.1, 95.4] |"), std::string::npos) << table;
 }
 
+TEST(SweepSummary, ACutSweepComparesOnTheProblemsEveryPointHas) {
+    const std::vector<SweepPoint> points = parse_sweep_points({"kl:1"}, {});
+    const std::vector<SweepExample> examples = {
+        example("vanilla", "0", true, 10, 5, 0.1), example("kl:1", "0", true, 10, 4, 0.1),
+        example("vanilla", "1", true, 10, 5, 0.1),  // kl:1 was cut before problem 1
+        example("other:1", "2", true, 10, 5, 0.1),  // a point this summary does not ask for
+    };
+    const std::vector<SweepExample> kept = examples_of_problems_every_point_has(examples, points);
+    ASSERT_EQ(kept.size(), 2u);
+    EXPECT_EQ(kept[0].id, "0");
+    EXPECT_EQ(kept[1].id, "0");
+}
+
 TEST(Calibration, PicksTheHighestMatWithinTheBudget) {
     const std::vector<SweepPoint> points = parse_sweep_points({"kl:0.5,1,3"}, {});
     std::vector<Problem> problems;

@@ -113,6 +113,13 @@ TEST_F(RealModel, GreedySpeculativeOutputIsTargetOnlyOutputUpToNearTies) {
         EXPECT_EQ(result.stats.relaxed_accepted, 0);
         accepted += result.stats.accepted;
         drafted += result.stats.drafted;
+        // The CLI with --no-repack, as a user runs it: the same tokens.
+        const test::CommandResult cli = test::run_command(
+            test::kCli + " generate -m " + kTarget + " -md " + kDraft + " --no-repack -p '" + prompt + "' -n " +
+            std::to_string(kTokens) + " -t 2 -c 512 --draft-max 4 --draft-policy fixed --json");
+        ASSERT_EQ(cli.exit_code, 0) << cli.errors;
+        const std::vector<int32_t> tokens = nlohmann::json::parse(cli.output).at("tokens").get<std::vector<int32_t>>();
+        test::check_equal_up_to_near_tie(reference, tokens, "CLI, prompt: " + prompt, divergences);
     }
     std::cout << "[ real     ] acceptance " << accepted << "/" << drafted << ", " << divergences << " near-tie divergences\n";
     EXPECT_GT(accepted, 0);
