@@ -49,6 +49,25 @@ CurvePlot accuracy_plot(const std::vector<PointSummary>& summaries, const std::s
     return plot;
 }
 
+// Agreement with vanilla's scored answer (%) against MAT, one curve per rule, vanilla at 100 %; error bars: the
+// Wilson interval. What a rule changes, whatever the model's skill (a small model solves few problems).
+CurvePlot agreement_plot(const std::vector<PointSummary>& summaries, const std::string& dataset) {
+    const PointSummary& vanilla = summaries.front();
+    CurvePlot plot{fmt::format("{}: same answer as vanilla against mean accepted tokens", dataset),
+                   "MAT (tokens per target call)", "same answer as vanilla (%); bars: 95 % Wilson interval", {},
+                   {vanilla.totals.mat(), 100.0}, "vanilla"};
+    for (const PointSummary& s : summaries) {
+        if (s.rule == "vanilla" || !s.agreement_with_vanilla) continue;
+        auto curve = std::find_if(plot.curves.begin(), plot.curves.end(), [&](const Curve& c) { return c.name == s.rule; });
+        if (curve == plot.curves.end()) curve = plot.curves.insert(plot.curves.end(), Curve{s.rule, {}});
+        const Proportion& agreement = *s.agreement_with_vanilla;
+        curve->points.push_back(CurvePoint{s.totals.mat(), 100 * agreement.value,
+                                           std::pair{100 * agreement.low, 100 * agreement.high}});
+    }
+    for (Curve& c : plot.curves) std::sort(c.points.begin(), c.points.end());
+    return plot;
+}
+
 void draw_plots(const std::vector<PointSummary>& summaries, const std::string& dir, const std::string& dataset) {
     if (summaries.size() < 2) return;  // vanilla alone: nothing to compare
     plot_curves(accuracy_plot(summaries, fmt::format("{}: accuracy against mean accepted tokens", dataset),
@@ -61,6 +80,7 @@ void draw_plots(const std::vector<PointSummary>& summaries, const std::string& d
                                   return v.tokens_per_second() > 0 ? s.tokens_per_second() / v.tokens_per_second() : 0.0;
                               }),
                 dir + "/accuracy_vs_speedup");
+    plot_curves(agreement_plot(summaries, dataset), dir + "/agreement_vs_mat");
 }
 
 void run_sweep(const SweepOptions& options) {

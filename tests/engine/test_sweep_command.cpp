@@ -125,11 +125,11 @@ TEST(SweepCommand, RefusesOtherSettingsAndBadPoints) {
     }
 }
 
-TEST(SweepCommand, DrawsBothPlots) {
+TEST(SweepCommand, DrawsTheAccuracyAndAgreementPlots) {
     const std::string out = test::temp_path("sweep-plots");
     const test::CommandResult r = test::run_command(sweep_command(out));
     ASSERT_EQ(r.exit_code, 0) << r.errors;
-    for (const char* stem : {"accuracy_vs_mat", "accuracy_vs_speedup"}) {
+    for (const char* stem : {"accuracy_vs_mat", "accuracy_vs_speedup", "agreement_vs_mat"}) {
         for (const char* ext : {".svg", ".png"}) {
             const std::string path = out + "/" + stem + ext;
             ASSERT_TRUE(std::filesystem::exists(path)) << path;
@@ -139,6 +139,9 @@ TEST(SweepCommand, DrawsBothPlots) {
     std::ifstream svg(out + "/accuracy_vs_mat.svg");
     const std::string text((std::istreambuf_iterator<char>(svg)), {});
     for (const char* legend : {"kl", "topk", "vanilla"}) EXPECT_NE(text.find(legend), std::string::npos) << legend;
+    std::ifstream agreement(out + "/agreement_vs_mat.svg");
+    const std::string agreement_text((std::istreambuf_iterator<char>(agreement)), {});
+    EXPECT_NE(agreement_text.find("same answer as vanilla"), std::string::npos);
 }
 
 }  // namespace
