@@ -1,8 +1,10 @@
 #!/usr/bin/python3
 """The real model's drafts (docs/real-model.md): for each draft GGUF, greedy acceptance and MAT at fixed γ 4
 and 8 on GSM8K test problems (plain 2-shot prompts), and its cost per token against the target's
-(target-only decoding of each file alone, tokens/s of the decode); then, side by side in the same run, klspec
-and llama.cpp's own `llama-speculative-simple` on the same files, prompt and γ.
+(target-only decoding of each file alone, tokens/s of the decode); the split of a token's cost between the
+layers and the output head (a line through the per-token times of files with different layer counts: the
+drafts named exit<k>, k layers, exit<k>-adapter k + 1); the target with and without --no-repack; then, side by
+side in the same run, klspec and llama.cpp's own `llama-speculative-simple` on the same files, prompt and γ.
 
   /usr/bin/python3 bench/real_model_drafts.py TARGET.gguf DRAFT.gguf [DRAFT.gguf ...] [--limit 8] [-n 64]
 
@@ -12,6 +14,7 @@ and reused by a rerun. Prints Markdown tables with the machine (lscpu) above the
 import argparse
 import hashlib
 import json
+import re
 from pathlib import Path
 
 import bench_common as common
@@ -39,8 +42,8 @@ def bench(work, target, draft, gamma, a):
     return cached(work, [target, draft, gamma, *flags], [KLSPEC, "bench", "-m", target, *flags])
 
 
-def decode_speed(work, model, a):
-    flags = ["-p", PROMPT, "-n", a.n, "-t", 2, "--draft-policy", "off", "--json"]
+def decode_speed(work, model, a, extra=()):
+    flags = ["-p", PROMPT, "-n", a.n, "-t", 2, "--draft-policy", "off", "--json", *extra]
     return cached(work, [model, *flags], [KLSPEC, "generate", "-m", model, *flags])["stats"]["tokens_per_second"]
 
 
@@ -48,7 +51,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("target", type=Path)
     ap.add_argument("drafts", type=Path, nargs="+")
-    ap.add_argument("--limit", type=int, default=8)
+    ap.add_argument("--limit", type=int, default=4)
     ap.add_argument("-n", type=int, default=64)
     ap.add_argument("--work", type=Path, default=Path.home() / ".cache" / "klspec" / "real-drafts")
     a = ap.parse_args()
@@ -67,6 +70,23 @@ def main():
         speed = runs[4]["throughput_tokens_per_second"]
         print(f"| {draft.name} | {100 * s4['acceptance_rate']:.1f} % | {s4['mat']:.2f} | {s8['mat']:.2f} | {cost:.2f} | "
               f"{speed:.1f} ({speed / target_only:.2f}×) |")
+    layers_of = {a.target: 18}
+    for draft in a.drafts:
+        if m := re.search(r"exit(\d+)(-adapter)?", draft.name):
+            layers_of[draft] = int(m.group(1)) + (1 if m.group(2) else 0)
+    if len(layers_of) >= 3:
+        xs = list(layers_of.values())
+        ys = [1000 / decode_speed(a.work, f, a) for f in layers_of]
+        mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
+        per_layer = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys)) / sum((x - mean_x) ** 2 for x in xs)
+        fixed = mean_y - per_layer * mean_x
+        print(f"\nms per token against layers ({', '.join(f'{x}: {y:.1f}' for x, y in zip(xs, ys))}): "
+              f"{fixed:.1f} ms + {per_layer:.2f} ms/layer; at 18 layers the fixed part (embedding, head, sampling) is "
+              f"{100 * fixed / (fixed + 18 * per_layer):.0f} %")
+    repacked = decode_speed(a.work, a.target, a)
+    plain = decode_speed(a.work, a.target, a, ["--no-repack"])
+    print(f"\ntarget-only decode: {repacked:.1f} tokens/s repacked (default), {plain:.1f} with --no-repack "
+          f"({plain / repacked:.2f}×)")
     llama_bin = Path(find_llama_bin(None, "llama-speculative-simple")).parent
     print(f"\nSide by side on one prompt, γ 4, -n {a.n}: decode tokens/s\n")
     print("| draft | klspec | llama-speculative-simple | acceptance (klspec / llama.cpp) |")

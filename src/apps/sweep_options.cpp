@@ -67,6 +67,7 @@ nlohmann::json sweep_settings(const SweepRunOptions& options, const DecodingSess
                                {"parallel", options.parallel}};
     // Only when set: sweeps stored before spans existed relaxed everywhere and stay resumable.
     if (!g.judge_span.is_all()) settings["judge_span"] = g.judge_span.to_string();
+    if (!options.run.model.repack) settings["repack"] = false;  // other kernels, other logits (--no-repack)
     if (!options.run.spec_types.empty()) {
         const NgramOptions& n = options.run.ngram;
         settings["spec_type"] = options.run.spec_types;
