@@ -46,3 +46,5 @@ def test_rules_table():
     assert rules["kl"]["threshold"] == "required"
     assert rules["topk"]["topk"] == "required"
     assert rules["vanilla"]["threshold"] == "refused"
+    assert rules["fsd"]["divergence"] == "optional"
+    assert rules["kl"]["divergence"] == "refused"
