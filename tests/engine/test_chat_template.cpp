@@ -10,11 +10,10 @@
 
 #include <fmt/chrono.h>
 
-#include "chat.h"    // llama.cpp's common library: the reference
-#include "common.h"
 #include "core/error.h"
 #include "engine/chat_template.h"
 #include "llama.h"
+#include "llama_server_prompt.h"
 #include "test_support.h"
 
 namespace klspec {
@@ -67,26 +66,6 @@ TEST(ChatTemplate, RealFamilyTemplatesRenderAsLlamaCppsBuiltInFormatting) {
     }
 }
 
-// What llama-server sends the model for a chat: its chat code with the inputs it sets by default
-// (tools/server: oaicompat_chat_params_parse, and the server context's chat_params), then its tokenizer
-// with special tokens added and parsed.
-std::string llama_server_prompt(const Model& model, const std::string& template_source, const ChatMessages& chat) {
-    const common_params defaults{};
-    const common_chat_templates_ptr templates = common_chat_templates_init(model.get(), template_source);
-    common_chat_templates_inputs inputs;
-    for (const auto& [role, content] : chat) {
-        common_chat_msg message;
-        message.role = role;
-        message.content = content;
-        inputs.messages.push_back(message);
-    }
-    inputs.use_jinja = defaults.use_jinja;
-    inputs.add_generation_prompt = true;
-    inputs.reasoning_format = defaults.reasoning_format;
-    inputs.enable_thinking = defaults.enable_reasoning != 0 && common_chat_templates_support_enable_thinking(templates.get());
-    return common_chat_templates_apply(templates.get(), inputs).prompt;
-}
-
 // klspec serve's chat prompt (ChatTemplate, as server.cpp applies it, then the decoder's tokenization) on the
 // real tokenizers: the model's own template, and files from the pinned tree's models/templates, give what
 // llama-server gives, text and tokens, one BOS at most.
@@ -118,7 +97,7 @@ TEST(ChatTemplate, ServesChatPromptIsLlamaServersOnRealFamilies) {
         }
         const std::string label = vocabulary + " with " + (jinja.empty() ? "its own template" : jinja);
         const std::string rendered = ChatTemplate(model, file).apply(chat);
-        const std::string expected = llama_server_prompt(model, source, chat);
+        const std::string expected = test::llama_server_prompt(model, source, chat);
         EXPECT_EQ(rendered, expected) << label;
         EXPECT_NE(rendered.find("What is 2 + 2? Grüße 🙂"), std::string::npos) << label;
         const std::vector<int32_t> tokens = model.tokenize(rendered, /*add_bos=*/true, /*parse_special=*/true);

@@ -16,12 +16,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "chat.h"  // llama.cpp's common library: the reference rendering
-#include "common.h"
 #include "core/judge_factory.h"
 #include "engine/chat_template.h"
 #include "engine/speculative_decoder.h"
 #include "llama.h"
+#include "llama_server_prompt.h"
 #include "../model_families/family_support.h"
 #include "test_support.h"
 
@@ -161,22 +160,6 @@ TEST_F(RealModel, EveryRuleRunsOnTheRealDistributions) {
     }
 }
 
-// What llama-server renders for a chat with a template source (its chat code with its default inputs).
-std::string llama_server_rendering(const Model& model, const std::string& source, const ChatMessages& chat) {
-    const common_params defaults{};
-    const common_chat_templates_ptr templates = common_chat_templates_init(model.get(), source);
-    common_chat_templates_inputs inputs;
-    for (const auto& [role, content] : chat) {
-        common_chat_msg message;
-        message.role = role;
-        message.content = content;
-        inputs.messages.push_back(message);
-    }
-    inputs.use_jinja = defaults.use_jinja;
-    inputs.add_generation_prompt = true;
-    return common_chat_templates_apply(templates.get(), inputs).prompt;
-}
-
 // The file has no template of its own (it is the pretrained model), so a chat takes llama.cpp's gemma
 // format: klspec renders it as llama-server does from the pinned tree's Gemma template, parses its markers
 // into Gemma's own special tokens, and counts <end_of_turn> among the end-of-generation tokens. The pretrained
@@ -192,7 +175,7 @@ TEST_F(RealModel, ChatWithTheGemmaTemplateIsLlamaServersRendering) {
     const ChatMessages chat = {{"user", "Hi!"}, {"assistant", "Hello. How can I help?"},
                                {"user", "Name three colours, then stop."}};
     const std::string rendered = ChatTemplate(*target_, "gemma").apply(chat);
-    EXPECT_EQ(rendered, llama_server_rendering(*target_, source, chat));
+    EXPECT_EQ(rendered, test::llama_server_prompt(*target_, source, chat));
     EXPECT_EQ(ChatTemplate(*target_, jinja).apply(chat), rendered);
     const std::vector<int32_t> tokens = target_->tokenize(rendered, /*add_bos=*/true, /*parse_special=*/true);
     const int32_t start_of_turn = target_->tokenize("<start_of_turn>", false, true).at(0);
