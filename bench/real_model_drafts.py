@@ -56,7 +56,7 @@ def main():
     ap.add_argument("--work", type=Path, default=Path.home() / ".cache" / "klspec" / "real-drafts")
     a = ap.parse_args()
     a.work.mkdir(parents=True, exist_ok=True)
-    print(common.cpu_header())
+    print("\n".join(common.cpu_header()))
     target_speed = decode_speed(a.work, a.target, a)
     print(f"\nGSM8K test, first {a.limit} problems, 2-shot plain prompts, -n {a.n}, greedy, -t 2; target-only "
           f"decode {target_speed:.1f} tokens/s\n")
