@@ -161,10 +161,11 @@ void add_model_options(CLI::App& app, RunOptions& options) {
            "The same for the draft. Default: the draft stays local (it runs token by token, so a network round "
            "trip per draft token costs more than its small compute)");
     app.add_flag("!--no-repack", options.model.repack,
-                 "Do not repack quantized weights for the CPU's interleaved kernels (llama.cpp's -nr, --no-repack). Slower on "
-                 "K-quants, but a verification batch then computes the same logits as one-token decoding; repacked, "
-                 "they differed by up to 2.1 on a Q4_K_M model, so greedy speculative output can leave target-only "
-                 "output where the top two logits are that close (docs/real-model.md)");
+                 "Do not repack quantized weights for the CPU's interleaved kernels (llama.cpp's -nr, --no-repack): a "
+                 "verification batch then computes the same logits as one-token decoding; repacked, they differed by "
+                 "up to 2.1 on a Q4_K_M model, so greedy speculative output can leave target-only output where the top "
+                 "two logits are that close. Repacking is llama.cpp's default for speed; it was not faster there "
+                 "(docs/real-model.md)");
     app.add_flag("-v,--verbose", options.verbose, "Show llama.cpp's own log output");
 }
 
