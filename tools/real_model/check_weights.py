@@ -27,26 +27,16 @@ PARAGRAPH = ("On Saturday morning the market in the old town square was busier t
 
 def write_shuffled(model, out, seed=0):
     import gguf
+    from gguf_copy import write_model
     reader = gguf.GGUFReader(str(model))
-    arch = reader.fields["general.architecture"].contents()
-    writer = gguf.GGUFWriter(str(out), arch, endianess=reader.endianess)
-    for field in reader.fields.values():
-        if field.name == gguf.Keys.General.ARCHITECTURE or field.name.startswith("GGUF."):
-            continue
-        sub_type = field.types[-1] if field.types[0] == gguf.GGUFValueType.ARRAY else None
-        writer.add_key_value(field.name, field.contents(), field.types[0], sub_type=sub_type)
     rng = np.random.default_rng(seed)
-    shuffled = []
+    tensors = []
     for tensor in reader.tensors:
         data = np.array(tensor.data)  # rows of quantized blocks (or values): permuting rows keeps every block whole
-        shuffled.append(data[rng.permutation(data.shape[0])] if data.ndim > 0 and data.shape[0] > 1 else data)
-        writer.add_tensor_info(tensor.name, data.shape, data.dtype, data.nbytes, tensor.tensor_type)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_ti_data_to_file()
-    for data in shuffled:
-        writer.write_tensor_data(data, tensor_endianess=reader.endianess)
-    writer.close()
+        if data.ndim > 0 and data.shape[0] > 1:
+            data = data[rng.permutation(data.shape[0])]
+        tensors.append((tensor.name, data, tensor.tensor_type))
+    write_model(reader, out, lambda name, value: value, tensors)
 
 
 def perplexity(engine, text):

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import gguf
+from gguf_copy import write_model
 
 LAYER_TENSOR = re.compile(r"^blk\.(\d+)\.")
 
@@ -27,29 +28,19 @@ def block_count_key(reader):
 def write_draft(reader, out_path, layers):
     count_key, arch = block_count_key(reader)
     n_layers = reader.fields[count_key].contents()
-    writer = gguf.GGUFWriter(str(out_path), arch, endianess=reader.endianess)
-    for field in reader.fields.values():
-        if field.name == gguf.Keys.General.ARCHITECTURE or field.name.startswith("GGUF."):
-            continue  # virtual fields, or written by GGUFWriter itself
-        value_type = field.types[0]
-        sub_type = field.types[-1] if value_type == gguf.GGUFValueType.ARRAY else None
-        value = field.contents()
-        if field.name == count_key:
-            value = layers
-        elif field.name.startswith(arch + ".") and value_type == gguf.GGUFValueType.ARRAY and len(value) == n_layers:
-            value = value[:layers]  # one entry per layer
-        elif field.name == "general.name":
-            value = f"{value} (first {layers} of {n_layers} layers, early exit)"
-        writer.add_key_value(field.name, value, value_type, sub_type=sub_type)
-    kept = [t for t in reader.tensors if not (m := LAYER_TENSOR.match(t.name)) or int(m.group(1)) < layers]
-    for tensor in kept:
-        writer.add_tensor_info(tensor.name, tensor.data.shape, tensor.data.dtype, tensor.data.nbytes, tensor.tensor_type)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_ti_data_to_file()
-    for tensor in kept:
-        writer.write_tensor_data(tensor.data, tensor_endianess=reader.endianess)
-    writer.close()
+
+    def changed(name, value):
+        if name == count_key:
+            return layers
+        if name.startswith(arch + ".") and isinstance(value, list) and len(value) == n_layers:
+            return value[:layers]  # one entry per layer
+        if name == "general.name":
+            return f"{value} (first {layers} of {n_layers} layers, early exit)"
+        return value
+
+    kept = [(t.name, t.data, t.tensor_type) for t in reader.tensors
+            if not (m := LAYER_TENSOR.match(t.name)) or int(m.group(1)) < layers]
+    write_model(reader, out_path, changed, kept)
 
 
 def main():

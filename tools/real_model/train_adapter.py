@@ -28,6 +28,7 @@ import torch
 
 import gguf
 from gemma3_torch import Gemma3, Gemma3Layer, GgufWeights
+from gguf_copy import write_model
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,18 +60,14 @@ def draft_normed(adapter, residual, output_norm, eps):
 
 def write_draft(weights, adapter, output_norm, k, out):
     reader = weights.reader
-    arch = weights.arch
-    writer = gguf.GGUFWriter(str(out), arch, endianess=reader.endianess)
-    for field in reader.fields.values():
-        if field.name == gguf.Keys.General.ARCHITECTURE or field.name.startswith("GGUF."):
-            continue
-        value = field.contents()
-        if field.name == f"{arch}.block_count":
-            value = k + 1
-        elif field.name == "general.name":
-            value = f"{value} (first {k} layers and a trained adapter layer)"
-        sub_type = field.types[-1] if field.types[0] == gguf.GGUFValueType.ARRAY else None
-        writer.add_key_value(field.name, value, field.types[0], sub_type=sub_type)
+
+    def changed(name, value):
+        if name == f"{weights.arch}.block_count":
+            return k + 1
+        if name == "general.name":
+            return f"{value} (first {k} layers and a trained adapter layer)"
+        return value
+
     tensors = []  # (name, numpy data, ggml type)
     for t in reader.tensors:
         m = re.match(r"^blk\.(\d+)\.", t.name)
@@ -82,18 +79,10 @@ def write_draft(weights, adapter, output_norm, k, out):
             tensors.append((t.name, t.data, t.tensor_type))
     for name, param in adapter.w.items():
         data = param.detach().numpy()
-        if data.ndim == 2:
-            tensors.append((f"blk.{k}.{name}.weight", data.astype(np.float16), gguf.GGMLQuantizationType.F16))
-        else:
-            tensors.append((f"blk.{k}.{name}.weight", data.astype(np.float32), gguf.GGMLQuantizationType.F32))
-    for name, data, qtype in tensors:
-        writer.add_tensor_info(name, data.shape, data.dtype, data.nbytes, qtype)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_ti_data_to_file()
-    for _, data, _ in tensors:
-        writer.write_tensor_data(data, tensor_endianess=reader.endianess)
-    writer.close()
+        matrix = data.ndim == 2
+        tensors.append((f"blk.{k}.{name}.weight", data.astype(np.float16 if matrix else np.float32),
+                        gguf.GGMLQuantizationType.F16 if matrix else gguf.GGMLQuantizationType.F32))
+    write_model(reader, out, changed, tensors)
 
 
 def main():
