@@ -16,6 +16,7 @@
 #include "apps/stats_report.h"
 #include "apps/thread_wait.h"
 #include "core/error.h"
+#include "core/judges/fsd_judge.h"
 #include "engine/chat_template.h"
 #include "engine/process_settings.h"
 
@@ -214,7 +215,14 @@ void add_judge_options(CLI::App& app, JudgeOptions& judge, bool with_rule) {
         app.add_option("--judge-divergence", judge.divergence,
                        "fsd rule: the divergence compared with the threshold: kl (KL(p || q)), reverse-kl (KL(q || p), "
                        "the default: what FSD's published numbers used) or js (Jensen-Shannon)")
-            ->check(CLI::IsMember({"kl", "reverse-kl", "js"}));
+            ->check([](const std::string& name) {
+                try {
+                    parse_divergence(name);
+                    return std::string();
+                } catch (const Error& e) {
+                    return std::string(e.what());
+                }
+            });
         app.add_option("--max-tv", judge.max_tv,
                        "kl rule, instead of --judge-threshold: tau = 2 eps^2, so every relaxed token's TV(p, q) < eps "
                        "(Pinsker); the run reports the bound");

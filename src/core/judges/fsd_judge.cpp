@@ -19,9 +19,13 @@ std::string_view divergence_name(Divergence divergence) {
 }
 
 Divergence parse_divergence(const std::string& name) {
-    for (const Divergence d : {Divergence::ForwardKl, Divergence::ReverseKl, Divergence::JensenShannon})
+    constexpr Divergence kAll[] = {Divergence::ForwardKl, Divergence::ReverseKl, Divergence::JensenShannon};
+    std::string names;
+    for (const Divergence d : kAll) {
         if (divergence_name(d) == name) return d;
-    throw Error(fmt::format("unknown divergence '{}' (one of: kl, reverse-kl, js)", name));
+        names += fmt::format("{}{}", names.empty() ? "" : ", ", divergence_name(d));
+    }
+    throw Error(fmt::format("unknown divergence '{}' (one of: {})", name, names));
 }
 
 JudgeDecision FsdJudge::decide(const DraftPosition& position) const {
