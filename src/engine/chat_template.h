@@ -34,6 +34,8 @@ public:
     const std::string& origin() const { return origin_; }
     // The template's text (Jinja), or the built-in name.
     std::string source() const;
+    // Whether source() is Jinja (a built-in is libllama's own formatting, with no Jinja text).
+    bool is_jinja() const { return jinja_; }
     // The reasoning span's opening marker and closing markers as llama.cpp's chat code reads them from the
     // template (e.g. <think> and </think>); none when the template has no reasoning span.
     struct ReasoningMarkers {

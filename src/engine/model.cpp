@@ -136,6 +136,10 @@ std::vector<ggml_backend_dev_t> rpc_devices(const std::vector<std::string>& endp
     return devices;
 }
 
+std::optional<int32_t> unless_null(llama_token token) {
+    return token == LLAMA_TOKEN_NULL ? std::nullopt : std::optional<int32_t>(token);
+}
+
 }  // namespace
 
 void set_llama_verbose(bool verbose) {
@@ -211,6 +215,10 @@ std::string Model::text(std::span<const int32_t> tokens) const {
 }
 
 bool Model::is_end_of_generation(int32_t token) const { return llama_vocab_is_eog(vocab_, token); }
+
+std::optional<int32_t> Model::bos_token() const { return unless_null(llama_vocab_bos(vocab_)); }
+std::optional<int32_t> Model::eos_token() const { return unless_null(llama_vocab_eos(vocab_)); }
+std::optional<int32_t> Model::pad_token() const { return unless_null(llama_vocab_pad(vocab_)); }
 
 std::optional<std::string> vocabulary_difference(const Model& target, const Model& draft) {
     // llama.cpp's rule, check by check and in its order: common_speculative_are_compatible in

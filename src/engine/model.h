@@ -58,6 +58,10 @@ public:
     // The text of generated tokens: their pieces, end-of-generation tokens left out.
     std::string text(std::span<const int32_t> tokens) const;
     bool is_end_of_generation(int32_t token) const;
+    // The vocabulary's BOS, EOS and padding tokens, each when it has one.
+    std::optional<int32_t> bos_token() const;
+    std::optional<int32_t> eos_token() const;
+    std::optional<int32_t> pad_token() const;
 
     // The GGUF's chat template (tokenizer.chat_template), if it has one (engine/chat_template.h applies it).
     std::optional<std::string> chat_template() const;

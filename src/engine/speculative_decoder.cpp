@@ -151,12 +151,7 @@ Sequence SpeculativeDecoder::start(int32_t id, std::vector<int32_t> prompt_token
                                 seq.judge_->name(), seq.judge_->needs_hidden_states() ? "hidden states" : "distribution q",
                                 target_only_rule_names()));
 
-    if (prompt_tokens.empty()) throw PromptError("the prompt is empty and the model adds no BOS token");
-    if (to_int(prompt_tokens.size()) >= target_ctx_.n_ctx()) {
-        throw PromptError(fmt::format("the prompt has {} tokens but the context holds {} (raise -c)", prompt_tokens.size(),
-                                      target_ctx_.n_ctx()),
-                          /*exceeds_context=*/true);
-    }
+    check_prompt(prompt_tokens);
     GenerationStats& stats = seq.result_.stats;
     stats.prompt_tokens = to_int(prompt_tokens.size());
 
@@ -708,6 +703,31 @@ ForwardResult SpeculativeDecoder::forward(ModelRole role, std::span<const int32_
     ctx->forward(id, tokens, 0, result.logits, with_hidden ? &result.hidden : nullptr);
     ctx->truncate(id, 0);
     return result;
+}
+
+void SpeculativeDecoder::check_prompt(std::span<const int32_t> prompt_tokens) const {
+    if (prompt_tokens.empty()) throw PromptError("the prompt is empty and the model adds no BOS token");
+    if (to_int(prompt_tokens.size()) >= target_ctx_.n_ctx()) {
+        throw PromptError(fmt::format("the prompt has {} tokens but the context holds {} (raise -c)", prompt_tokens.size(),
+                                      target_ctx_.n_ctx()),
+                          /*exceeds_context=*/true);
+    }
+}
+
+std::vector<TokenLogprobs> SpeculativeDecoder::prompt_logprobs(std::span<const int32_t> tokens, int32_t n_top,
+                                                               int32_t id) {
+    check_prompt(tokens);
+    std::vector<TokenLogprobs> logprobs;
+    if (tokens.size() < 2) return logprobs;
+    target_ctx_.truncate(id, 0);
+    kept_.at(static_cast<size_t>(id)) = {};
+    // Every token in the batch, the last one's output unused: the same batches as forward(), so the same
+    // logits to the last bit (a batch's composition can change a CPU kernel's summation order).
+    target_ctx_.forward_rows(id, tokens, 0, [&](size_t i, int32_t row) {
+        if (i + 1 < tokens.size()) logprobs.push_back(token_logprobs(target_ctx_.logits(row), tokens[i + 1], n_top));
+    });
+    target_ctx_.truncate(id, 0);
+    return logprobs;
 }
 
 }  // namespace klspec

@@ -182,6 +182,10 @@ public:
     // Teacher-forced logits (and hidden states when `with_hidden`; the context must have them) of `tokens`
     // from position 0, chunked by the batch size, using sequence id `id` (its cache is overwritten).
     ForwardResult forward(ModelRole role, std::span<const int32_t> tokens, bool with_hidden, int32_t id = 0);
+    // The target's teacher-forced log-probability of each of tokens[1..] given the tokens before it, with
+    // the n_top most likely alternatives (OpenAI's echoed prompt logprobs; tokens[0] has none): one pass
+    // on sequence id `id`, whose cache is overwritten, holding one chunk's logits at a time.
+    std::vector<TokenLogprobs> prompt_logprobs(std::span<const int32_t> tokens, int32_t n_top, int32_t id);
 
     void set_observer(JudgeObserver observer) { observer_ = std::move(observer); }
     bool has_draft() const { return draft_ctx_ != nullptr; }
@@ -208,6 +212,8 @@ public:
     void calibrate_step_costs(int32_t draft_max);
 
 private:
+    // Throws PromptError for a prompt that is empty or leaves no room to generate in the context.
+    void check_prompt(std::span<const int32_t> prompt_tokens) const;
     // Sets every active sequence's γ for this step from its policy (the Auto ones chosen together).
     void choose_draft_lengths_for(std::span<Sequence* const> active);
     // The n-gram drafter's proposals, up to each sequence's cap, for the sequences that may draft.

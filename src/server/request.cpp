@@ -92,6 +92,43 @@ std::vector<std::string> parse_stop(const json& body) {
     return stops;
 }
 
+// Token ids (an array) of a vocabulary of n_vocab; throws naming `param` for anything else.
+std::vector<int32_t> parse_token_ids(const json& ids, int32_t n_vocab, const char* param) {
+    const std::string kType = fmt::format("'{}' must be an array of token ids in [0, {})", param, n_vocab);
+    if (!ids.is_array()) throw bad_field(param, kType);
+    std::vector<int32_t> tokens;
+    for (const json& id : ids) {
+        // An unsigned id beyond int64 reads as negative.
+        if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= n_vocab)
+            throw bad_field(param, fmt::format("{}, got {}", kType, id.dump()));
+        tokens.push_back(id.get<int32_t>());
+    }
+    return tokens;
+}
+
+std::vector<int32_t> parse_prompt_tokens(const json& ids, int32_t n_vocab) {
+    if (ids.empty()) throw bad_field("prompt", "a token-id prompt must not be empty");
+    return parse_token_ids(ids, n_vocab, "prompt");
+}
+
+// OpenAI's four shapes: a string, a list of strings, a list of token ids, a list of token-id lists.
+std::vector<PromptInput> parse_prompts(const json& body, int32_t n_vocab) {
+    const json* prompt = field(body, "prompt");
+    if (prompt == nullptr) throw bad_field("prompt", "'prompt' is required");
+    if (prompt->is_string()) return {PromptInput{prompt->get<std::string>(), std::nullopt}};
+    const char* const kShapes = "'prompt' must be a string, a list of strings, a list of token ids or a list of "
+                                "token-id lists";
+    if (!prompt->is_array() || prompt->empty()) throw bad_field("prompt", kShapes);
+    if ((*prompt)[0].is_number()) return {PromptInput{"", parse_prompt_tokens(*prompt, n_vocab)}};
+    std::vector<PromptInput> prompts;
+    for (const json& item : *prompt) {
+        if (item.is_string()) prompts.push_back({item.get<std::string>(), std::nullopt});
+        else if (item.is_array()) prompts.push_back({"", parse_prompt_tokens(item, n_vocab)});
+        else throw bad_field("prompt", kShapes);
+    }
+    return prompts;
+}
+
 // OpenAI's two spellings: completions take `logprobs: N` (the number of alternatives), chat completions
 // `logprobs: true` with `top_logprobs: N`.
 std::optional<int32_t> parse_logprobs(const json& body, Endpoint endpoint) {
@@ -155,10 +192,8 @@ CompletionRequest parse_object(const json& body, Endpoint endpoint, const Reques
     CompletionRequest request;
     request.endpoint = endpoint;
     if (endpoint == Endpoint::Completions) {
-        const json* prompt = field(body, "prompt");
-        if (prompt == nullptr) throw bad_field("prompt", "'prompt' is required");
-        if (!prompt->is_string()) throw bad_field("prompt", "'prompt' must be a string");
-        request.prompt = prompt->get<std::string>();
+        request.prompts = parse_prompts(body, defaults.n_vocab);
+        request.echo = bool_field(body, "echo").value_or(false);
     } else {
         request.messages = parse_messages(body);
     }
@@ -201,6 +236,9 @@ CompletionRequest parse_object(const json& body, Endpoint endpoint, const Reques
         }
     }
     request.stream = bool_field(body, "stream").value_or(false);
+    if (request.stream && request.prompts.size() > 1)
+        throw bad_field("prompt", "a streamed completion takes one prompt, not a list");
+    if (request.stream && request.echo) throw bad_field("echo", "'echo' is not supported with 'stream'");
     if (const json* options = field(body, "stream_options")) {
         if (!request.stream)
             throw bad_field("stream_options", "'stream_options' is only allowed when 'stream' is true");
@@ -265,9 +303,11 @@ std::variant<TokenizeRequest, ApiError> parse_tokenize_request(std::string_view 
     return parse_body(body, [](const json& object) {
         TokenizeRequest request;
         std::optional<std::string> content = string_field(object, "content");
-        if (!content) throw bad_field("content", "'content' is required");
+        if (!content) content = string_field(object, "prompt");
+        if (!content) throw bad_field("content", "'content' (or 'prompt') is required");
         request.content = std::move(*content);
-        request.add_special = bool_field(object, "add_special").value_or(false);
+        request.add_special =
+            bool_field(object, "add_special").value_or(bool_field(object, "add_special_tokens").value_or(false));
         request.with_pieces = bool_field(object, "with_pieces").value_or(false);
         return request;
     });
@@ -276,16 +316,7 @@ std::variant<TokenizeRequest, ApiError> parse_tokenize_request(std::string_view 
 std::variant<std::vector<int32_t>, ApiError> parse_detokenize_request(std::string_view body, int32_t n_vocab) {
     return parse_body(body, [n_vocab](const json& object) {
         const json* tokens = field(object, "tokens");
-        const std::string kType = fmt::format("'tokens' must be an array of token ids in [0, {})", n_vocab);
-        if (tokens == nullptr || !tokens->is_array()) throw bad_field("tokens", kType);
-        std::vector<int32_t> ids;
-        for (const json& token : *tokens) {
-            // An unsigned id beyond int64 reads as negative.
-            if (!token.is_number_integer() || token.get<int64_t>() < 0 || token.get<int64_t>() >= n_vocab)
-                throw bad_field("tokens", fmt::format("{}, got {}", kType, token.dump()));
-            ids.push_back(token.get<int32_t>());
-        }
-        return ids;
+        return parse_token_ids(tokens == nullptr ? json() : *tokens, n_vocab, "tokens");
     });
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -35,21 +36,32 @@ struct RequestDefaults {
     GenerationOptions generation;  // its judge is ignored: `judge` below describes it
     JudgeOptions judge;
     int32_t n_ctx = 2048;  // a max_tokens above the context is clamped to it (the context stops generation anyway)
+    int32_t n_vocab = 0;   // a prompt's token ids must be below it
     // A request's judge_span "think": the reasoning span of the server's chat template (needs_markers()
     // when the template has none).
     JudgeSpan reasoning_span = JudgeSpan::parse("think");
 };
 
+// One prompt of /v1/completions: text (tokenized as a prompt: BOS added, special tokens parsed) or token
+// ids, used as given (no BOS added: the client's tokenization is the prompt, as OpenAI and llama-server).
+struct PromptInput {
+    std::string text;
+    std::optional<std::vector<int32_t>> tokens;
+};
+
 struct CompletionRequest {
     Endpoint endpoint = Endpoint::Completions;
-    std::string prompt;     // /v1/completions
-    ChatMessages messages;  // /v1/chat/completions (the server applies the model's chat template)
-    GenerationOptions generation;  // defaults and the request's fields, its judge built and checked
+    std::vector<PromptInput> prompts;  // /v1/completions: one, or one choice each when `prompt` is a list
+    ChatMessages messages;             // /v1/chat/completions (the server applies the model's chat template)
+    GenerationOptions generation;      // defaults and the request's fields, its judge built and checked
+    // Completions: the prompt comes back before the completion, and with `logprobs` each prompt token's
+    // target logprob (the first token's null), OpenAI's legacy echo (lm-evaluation-harness scores with it).
+    bool echo = false;
     bool stream = false;
     bool include_usage = false;  // stream_options.include_usage: a last chunk with no choices and the usage
 };
 
-// Parses and validates a body. Fields: prompt | messages, judge, judge_threshold, judge_topk,
+// Parses and validates a body. Fields: prompt (a string, strings, token ids or lists of them) | messages, echo, judge, judge_threshold, judge_topk,
 // confidence_mask, judge_span (all | until:STRING | think | think:OPEN,CLOSE), draft_max, draft_policy (auto | fixed | adaptive | off), temperature, top_k, top_p, seed, max_tokens,
 // stop (string or array), stream, stream_options ({"include_usage": bool}, only with stream, as OpenAI), logprobs
 // (completions: an integer; chat: a boolean, with top_logprobs), cache_prompt (a boolean);
@@ -57,10 +69,11 @@ struct CompletionRequest {
 std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_view body, Endpoint endpoint,
                                                                    const RequestDefaults& defaults);
 
-// POST /tokenize, llama-server's fields.
+// POST /tokenize, llama-server's fields; vLLM's names (prompt, add_special_tokens) too, which
+// lm-evaluation-harness's remote tokenizer sends.
 struct TokenizeRequest {
-    std::string content;       // required
-    bool add_special = false;  // prepend the BOS token, as a prompt gets
+    std::string content;       // required: content or prompt
+    bool add_special = false;  // add_special or add_special_tokens: prepend the BOS token, as a prompt gets
     bool with_pieces = false;  // [{"id", "piece"}] instead of [id]
 };
 std::variant<TokenizeRequest, ApiError> parse_tokenize_request(std::string_view body);

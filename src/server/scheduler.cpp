@@ -42,9 +42,10 @@ void RequestChannel::fail(ApiError error) {
     changed_.notify_all();
 }
 
-void RequestChannel::start() {
+void RequestChannel::start(std::vector<TokenLogprobs> prompt_logprobs) {
     {
         std::lock_guard lock(mutex_);
+        prompt_logprobs_ = std::move(prompt_logprobs);
         started_ = true;
     }
     changed_.notify_all();
@@ -183,8 +184,7 @@ void Scheduler::start_queued() {
     for (const std::shared_ptr<RequestChannel>& request : starting) {
         std::optional<size_t> s;  // set once the request holds a slot
         try {
-            const std::vector<int32_t> prompt =
-                decoder_.target().tokenize(request->prompt(), /*add_bos=*/true, /*parse_special=*/true);
+            const std::vector<int32_t>& prompt = request->prompt();
             s = choose_slot(prompt, request->generation().cache_prompt);
             Slot& slot = slots_[*s];
             {
@@ -195,13 +195,17 @@ void Scheduler::start_queued() {
                 states_[*s].judge = judge ? judge->name() : VanillaJudge::kName;  // null: vanilla
                 states_[*s].prompt_tokens = 0;
             }
+            // On the slot's own cells, before its sequence prefills them (its kept prompt cache is lost).
+            std::vector<TokenLogprobs> prompt_logprobs;
+            if (const std::optional<int32_t> top = request->prompt_logprobs_top())
+                prompt_logprobs = decoder_.prompt_logprobs(prompt, *top, static_cast<int32_t>(*s));
             slot.sequence = decoder_.start(static_cast<int32_t>(*s), prompt, request->generation());
             {
                 std::lock_guard lock(mutex_);
                 states_[*s].prompt_tokens = slot.sequence->result().stats.prompt_tokens;
                 states_[*s].cached_tokens = static_cast<int32_t>(slot.sequence->result().stats.prompt_cached_tokens);
             }
-            request->start();
+            request->start(std::move(prompt_logprobs));
         } catch (const PromptError& e) {
             fail_starting(*request, s, ApiError{400, e.what(), "invalid_request_error", "prompt",
                                                 e.exceeds_context ? "context_length_exceeded" : ""});

@@ -37,11 +37,15 @@ struct Delta {
 // arrive in order: started or failed; deltas; finished.
 class RequestChannel {
 public:
-    RequestChannel(std::string prompt, GenerationOptions generation)
-        : prompt_(std::move(prompt)), generation_(std::move(generation)) {}
+    // `prompt_logprobs_top`: set, the scheduler computes the prompt's own logprobs with that many
+    // alternatives before decoding (an echo with logprobs).
+    RequestChannel(std::vector<int32_t> prompt, GenerationOptions generation,
+                   std::optional<int32_t> prompt_logprobs_top = std::nullopt)
+        : prompt_(std::move(prompt)), generation_(std::move(generation)), prompt_logprobs_top_(prompt_logprobs_top) {}
 
-    const std::string& prompt() const { return prompt_; }
+    const std::vector<int32_t>& prompt() const { return prompt_; }
     const GenerationOptions& generation() const { return generation_; }
+    std::optional<int32_t> prompt_logprobs_top() const { return prompt_logprobs_top_; }
 
     // Handler side. Blocks until the request started (nullopt) or failed (the error to answer).
     std::optional<ApiError> wait_started();
@@ -51,20 +55,24 @@ public:
     GenerationResult wait_result();
     // Set when the request failed (before it started, or while decoding: its result is then empty).
     std::optional<ApiError> failure();
+    // Once started: SpeculativeDecoder::prompt_logprobs of the prompt when they were asked for, else empty.
+    const std::vector<TokenLogprobs>& prompt_logprobs() const { return prompt_logprobs_; }
     // Marks the client gone: the scheduler stops the sequence after its next step and frees the slot.
     void cancel() { cancelled_ = true; }
     bool cancelled() const { return cancelled_; }
 
     // Scheduler side.
     void fail(ApiError error);
-    void start();
+    void start(std::vector<TokenLogprobs> prompt_logprobs = {});
     void append(std::string_view text, std::span<const TokenOrigin> origins, std::vector<TextSpan> spans,
                 std::span<const TokenLogprobs> logprobs);
     void finish(GenerationResult result);
 
 private:
-    std::string prompt_;
+    std::vector<int32_t> prompt_;
     GenerationOptions generation_;
+    std::optional<int32_t> prompt_logprobs_top_;
+    std::vector<TokenLogprobs> prompt_logprobs_;  // written before started_, read after it
     std::atomic<bool> cancelled_ = false;
     std::mutex mutex_;
     std::condition_variable changed_;

@@ -83,10 +83,44 @@ json token_json(const Model& model, const TokenLogprob& entry) {
     return {{"token", piece}, {"logprob", entry.logprob}, {"bytes", std::move(bytes)}};
 }
 
+// OpenAI's legacy completions logprobs: parallel arrays, each token's offset into the choice's text.
+class LegacyLogprobs {
+public:
+    LegacyLogprobs(const Model& model, size_t& text_offset) : model_(model), text_offset_(text_offset) {}
+    // A token without a logprob (the first token of an echoed prompt): null entries, as OpenAI gives.
+    void add(int32_t token, const TokenLogprobs* logprobs) {
+        const std::string piece = model_.piece(token);
+        tokens_.push_back(piece);
+        json top = json::object();
+        if (logprobs != nullptr)
+            for (const TokenLogprob& alternative : logprobs->top) top[model_.piece(alternative.token)] = alternative.logprob;
+        token_logprobs_.push_back(logprobs != nullptr ? json(logprobs->chosen.logprob) : json(nullptr));
+        top_logprobs_.push_back(logprobs != nullptr ? std::move(top) : json(nullptr));
+        offsets_.push_back(text_offset_);
+        text_offset_ += piece.size();
+    }
+    json to_json() const {
+        return {{"tokens", tokens_}, {"token_logprobs", token_logprobs_}, {"top_logprobs", top_logprobs_},
+                {"text_offset", offsets_}};
+    }
+
+private:
+    const Model& model_;
+    size_t& text_offset_;
+    json tokens_ = json::array(), token_logprobs_ = json::array(), top_logprobs_ = json::array(), offsets_ = json::array();
+};
+
+// An echoed prompt: its tokens and, when logprobs were asked for, each one's after the first.
+struct PromptEcho {
+    std::span<const int32_t> tokens;
+    std::span<const TokenLogprobs> logprobs;
+};
+
 // OpenAI's logprobs object: chat's {"content": [{token, logprob, bytes, top_logprobs}]}, completions'
 // {tokens, token_logprobs, top_logprobs, text_offset} (offsets into the completion's text, carried across a
-// stream's chunks by `text_offset`).
-json logprobs_json(const Model& model, Endpoint endpoint, std::span<const TokenLogprobs> logprobs, size_t& text_offset) {
+// stream's chunks by `text_offset`), an echoed prompt's tokens first.
+json logprobs_json(const Model& model, Endpoint endpoint, std::span<const TokenLogprobs> logprobs, size_t& text_offset,
+                   const PromptEcho* echo = nullptr) {
     if (endpoint == Endpoint::ChatCompletions) {
         json content = json::array();
         for (const TokenLogprobs& token : logprobs) {
@@ -97,18 +131,11 @@ json logprobs_json(const Model& model, Endpoint endpoint, std::span<const TokenL
         }
         return {{"content", std::move(content)}};
     }
-    json tokens = json::array(), token_logprobs = json::array(), top_logprobs = json::array(), offsets = json::array();
-    for (const TokenLogprobs& token : logprobs) {
-        const std::string piece = model.piece(token.chosen.token);
-        tokens.push_back(piece);
-        token_logprobs.push_back(token.chosen.logprob);
-        json top = json::object();
-        for (const TokenLogprob& alternative : token.top) top[model.piece(alternative.token)] = alternative.logprob;
-        top_logprobs.push_back(std::move(top));
-        offsets.push_back(text_offset);
-        text_offset += piece.size();
-    }
-    return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top_logprobs}, {"text_offset", offsets}};
+    LegacyLogprobs legacy(model, text_offset);
+    if (echo != nullptr)
+        for (size_t i = 0; i < echo->tokens.size(); ++i) legacy.add(echo->tokens[i], i == 0 ? nullptr : &echo->logprobs[i - 1]);
+    for (const TokenLogprobs& token : logprobs) legacy.add(token.chosen.token, &token);
+    return legacy.to_json();
 }
 
 // The fields every response and chunk of one request shares.
@@ -127,19 +154,29 @@ struct ResponseHead {
     }
 };
 
-json completion_json(const ResponseHead& head, const GenerationResult& result, const JudgeEcho& judge) {
-    json choice = {{"index", 0}, {"finish_reason", finish_reason(result.stop_reason)}};
-    const bool chat = head.endpoint == Endpoint::ChatCompletions;
-    if (chat) {
+// One choice of a response; an echo puts the prompt's text (its tokens' pieces) and tokens first.
+json choice_json(const ResponseHead& head, const Model& model, size_t index, const GenerationResult& result,
+                 const PromptEcho* echo) {
+    json choice = {{"index", index}, {"finish_reason", finish_reason(result.stop_reason)}};
+    if (head.endpoint == Endpoint::ChatCompletions) {
         choice["message"] = {{"role", "assistant"}, {"content", result.text}};
     } else {
-        choice["text"] = result.text;
+        std::string text;
+        if (echo != nullptr)
+            for (const int32_t token : echo->tokens) text += model.piece(token);
+        choice["text"] = text + result.text;
     }
     size_t text_offset = 0;
-    choice["logprobs"] = head.tokenizer ? logprobs_json(*head.tokenizer, head.endpoint, result.logprobs, text_offset) : json(nullptr);
-    json out = head.object(chat ? "chat.completion" : "text_completion", json::array({std::move(choice)}));
-    out["usage"] = usage_json(result.stats);
-    out["speculative"] = speculative_json(result.stats, judge);
+    choice["logprobs"] = head.tokenizer ? logprobs_json(*head.tokenizer, head.endpoint, result.logprobs, text_offset, echo)
+                                        : json(nullptr);
+    return choice;
+}
+
+json completion_json(const ResponseHead& head, json choices, const GenerationStats& stats, const JudgeEcho& judge) {
+    json out = head.object(head.endpoint == Endpoint::ChatCompletions ? "chat.completion" : "text_completion",
+                           std::move(choices));
+    out["usage"] = usage_json(stats);
+    out["speculative"] = speculative_json(stats, judge);
     return out;
 }
 
@@ -200,6 +237,7 @@ Server::Server(SpeculativeDecoder& decoder, RequestDefaults defaults, ServerOpti
       chat_template_(decoder.target(), options_.chat_template),
       scheduler_(decoder, options_.slots),
       http_(std::make_unique<httplib::Server>()) {
+    defaults_.n_vocab = decoder.target().n_vocab();
     // Handlers block while their request waits or streams: enough threads for every slot, a full queue
     // behind them and /health or /metrics beside them.
     const size_t threads = std::max<size_t>(16, 4 * static_cast<size_t>(options_.slots));
@@ -284,7 +322,7 @@ void Server::add_routes() {
     static const std::map<std::string, std::string> kMethods = {
         {"/", "GET"}, {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"}, {"/v1/models", "GET"},
         {"/health", "GET"}, {"/metrics", "GET"}, {"/tokenize", "POST"}, {"/detokenize", "POST"},
-        {"/props", "GET"}, {"/slots", "GET"}};
+        {"/props", "GET"}, {"/slots", "GET"}, {"/tokenizer_info", "GET"}};
     // Before routing, in llama-server's order: a draining server refuses, then a missing or wrong key (on
     // unknown paths too, so that they tell nothing), then a wrong method. /health is always open.
     http_->set_pre_routing_handler([this](const httplib::Request& request, httplib::Response& response) {
@@ -357,7 +395,11 @@ void Server::add_routes() {
         if (const ApiError* error = std::get_if<ApiError>(&parsed)) return reject(response, *error);
         std::string content;
         for (const int32_t id : std::get<std::vector<int32_t>>(parsed)) content += decoder_.target().piece(id);
-        response.set_content(dump({{"content", content}}), kJson);
+        // llama-server's field, and vLLM's (lm-evaluation-harness's remote tokenizer reads it).
+        response.set_content(dump({{"content", content}, {"prompt", content}}), kJson);
+    });
+    http_->Get("/tokenizer_info", [this](const httplib::Request&, httplib::Response& response) {
+        response.set_content(dump(tokenizer_info_json()), kJson);
     });
     http_->Get("/props", [this](const httplib::Request&, httplib::Response& response) {
         response.set_content(dump(props_json()), kJson);
@@ -394,6 +436,19 @@ json Server::props_json() const {
             {"default_generation_settings", {{"n_ctx", defaults_.n_ctx}, {"params", params}}}};
 }
 
+// vLLM's /tokenizer_info, the fields lm-evaluation-harness's remote tokenizer reads: the special tokens'
+// text (which /tokenize turns back into their ids) and the chat template it renders for chat tasks.
+json Server::tokenizer_info_json() const {
+    const Model& model = decoder_.target();
+    const auto text = [&](std::optional<int32_t> token) { return token ? json(model.piece(*token, true)) : json(nullptr); };
+    return {{"tokenizer_class", "llama.cpp"},
+            {"eos_token", text(model.eos_token())},
+            {"bos_token", text(model.bos_token())},
+            {"pad_token", text(model.pad_token())},
+            {"chat_template", chat_template_.is_jinja() ? json(chat_template_.source()) : json(nullptr)},
+            {"model_max_length", defaults_.n_ctx}};
+}
+
 json Server::slots_json() const {
     json slots = json::array();
     for (const SlotState& slot : scheduler_.slot_states())
@@ -406,6 +461,27 @@ json Server::slots_json() const {
     return slots;
 }
 
+std::vector<std::vector<int32_t>> Server::prompt_tokens(const CompletionRequest& request) const {
+    const Model& model = decoder_.target();
+    std::vector<std::vector<int32_t>> prompts;
+    if (request.endpoint == Endpoint::ChatCompletions) {
+        try {
+            prompts.push_back(model.tokenize(chat_template_.apply(request.messages), /*add_bos=*/true, /*parse_special=*/true));
+        } catch (const Error& e) {
+            throw ApiError{400, e.what(), "invalid_request_error", "messages", "chat_template_error"};
+        }
+        return prompts;
+    }
+    for (const PromptInput& prompt : request.prompts) {
+        try {
+            prompts.push_back(prompt.tokens ? *prompt.tokens : model.tokenize(prompt.text, true, true));
+        } catch (const Error& e) {
+            throw ApiError{400, e.what(), "invalid_request_error", "prompt", ""};
+        }
+    }
+    return prompts;
+}
+
 void Server::handle_completion(Endpoint endpoint, const httplib::Request& http_request, httplib::Response& response) {
     ++requests_received_;
     // Checked again here, atomically with the count drain() waits on: a request the pre-routing check let
@@ -414,29 +490,48 @@ void Server::handle_completion(Endpoint endpoint, const httplib::Request& http_r
     if (!in_flight) return reject_draining(response);
     std::variant<CompletionRequest, ApiError> parsed = parse_completion_request(http_request.body, endpoint, defaults_);
     if (const ApiError* error = std::get_if<ApiError>(&parsed)) return reject(response, *error);
-    CompletionRequest& request = std::get<CompletionRequest>(parsed);
-    if (endpoint == Endpoint::ChatCompletions) {
-        try {
-            request.prompt = chat_template_.apply(request.messages);
-        } catch (const Error& e) {
-            return reject(response, ApiError{400, e.what(), "invalid_request_error", "messages", "chat_template_error"});
-        }
+    const CompletionRequest& request = std::get<CompletionRequest>(parsed);
+    std::vector<std::vector<int32_t>> prompts;
+    try {
+        prompts = prompt_tokens(request);
+    } catch (const ApiError& error) {
+        return reject(response, error);
     }
     const JudgeEcho judge{std::string(request.generation.judge->name()), request.generation.judge_span.to_string()};
     const Model* tokenizer = request.generation.logprobs ? &decoder_.target() : nullptr;
-    auto channel = std::make_shared<RequestChannel>(std::move(request.prompt), std::move(request.generation));
-    scheduler_.submit(channel);
-    if (const std::optional<ApiError> error = channel->wait_started()) return reject(response, *error);
+    // Every prompt of a list is a request of its own: they decode side by side in the slots.
+    std::vector<std::shared_ptr<RequestChannel>> channels;
+    for (const std::vector<int32_t>& prompt : prompts) {
+        channels.push_back(std::make_shared<RequestChannel>(prompt, request.generation,
+                                                            request.echo ? request.generation.logprobs : std::nullopt));
+        scheduler_.submit(channels.back());
+    }
+    std::optional<ApiError> start_error;
+    for (const std::shared_ptr<RequestChannel>& channel : channels)
+        if (std::optional<ApiError> error = channel->wait_started(); error && !start_error) start_error = error;
+    if (start_error) {
+        for (const std::shared_ptr<RequestChannel>& channel : channels) channel->cancel();
+        for (const std::shared_ptr<RequestChannel>& channel : channels) channel->wait_result();
+        return reject(response, *start_error);
+    }
     const ResponseHead head{fmt::format("{}-{}", endpoint == Endpoint::ChatCompletions ? "chatcmpl" : "cmpl", next_id_++),
                             std::chrono::duration_cast<std::chrono::seconds>(
                                 std::chrono::system_clock::now().time_since_epoch()).count(),
                             options_.model_name, endpoint, tokenizer};
     if (!request.stream) {
-        const GenerationResult result = channel->wait_result();
-        if (const std::optional<ApiError> error = channel->failure()) return reject(response, *error);
-        response.set_content(dump(completion_json(head, result, judge)), kJson);
+        json choices = json::array();
+        GenerationStats total;
+        for (size_t i = 0; i < channels.size(); ++i) {
+            const GenerationResult result = channels[i]->wait_result();
+            if (const std::optional<ApiError> error = channels[i]->failure()) return reject(response, *error);
+            const PromptEcho echo{prompts[i], channels[i]->prompt_logprobs()};
+            choices.push_back(choice_json(head, decoder_.target(), i, result, request.echo ? &echo : nullptr));
+            total += result.stats;
+        }
+        response.set_content(dump(completion_json(head, std::move(choices), total, judge)), kJson);
         return;
     }
+    const std::shared_ptr<RequestChannel> channel = channels.front();  // a stream has one prompt
     response.set_header("Cache-Control", "no-cache");
     response.set_chunked_content_provider(
         "text/event-stream",

@@ -84,6 +84,9 @@ private:
     // 503 server_shutting_down with Retry-After: a draining server takes no new work.
     void reject_draining(httplib::Response& response);
     void handle_completion(Endpoint endpoint, const httplib::Request& request, httplib::Response& response);
+    // Each prompt's tokens (a chat's after its template). Throws ApiError.
+    std::vector<std::vector<int32_t>> prompt_tokens(const CompletionRequest& request) const;
+    nlohmann::json tokenizer_info_json() const;
     nlohmann::json props_json() const;
     nlohmann::json slots_json() const;
 

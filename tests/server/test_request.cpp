@@ -14,6 +14,7 @@ RequestDefaults server_defaults() {
     RequestDefaults defaults;
     defaults.generation.max_tokens = 64;
     defaults.n_ctx = 512;
+    defaults.n_vocab = 100;
     return defaults;
 }
 
@@ -45,11 +46,33 @@ void expect_400_naming_the_field(std::span<const std::pair<const char*, const ch
 
 TEST(ServerRequest, MinimalCompletionTakesTheServerDefaults) {
     const CompletionRequest request = parse_ok(R"({"prompt": "Once upon a time", "model": "any"})");
-    EXPECT_EQ(request.prompt, "Once upon a time");
+    ASSERT_EQ(request.prompts.size(), 1u);
+    EXPECT_EQ(request.prompts[0].text, "Once upon a time");
+    EXPECT_FALSE(request.prompts[0].tokens);
+    EXPECT_FALSE(request.echo);
     EXPECT_EQ(request.generation.max_tokens, 64);
     EXPECT_FALSE(request.stream);
     ASSERT_NE(request.generation.judge, nullptr);
     EXPECT_EQ(request.generation.judge->name(), "vanilla");
+}
+
+// OpenAI's four prompt shapes; token ids are kept as given (no BOS is added to them).
+TEST(ServerRequest, PromptsAreTextTokenIdsOrListsOfEither) {
+    const CompletionRequest texts = parse_ok(R"({"prompt": ["first", "second"], "echo": true})");
+    ASSERT_EQ(texts.prompts.size(), 2u);
+    EXPECT_EQ(texts.prompts[1].text, "second");
+    EXPECT_TRUE(texts.echo);
+    const CompletionRequest ids = parse_ok(R"({"prompt": [7, 0, 99]})");
+    ASSERT_EQ(ids.prompts.size(), 1u);
+    EXPECT_EQ(ids.prompts[0].tokens, (std::vector<int32_t>{7, 0, 99}));
+    const CompletionRequest lists = parse_ok(R"({"prompt": [[1, 2], [3]], "max_tokens": 0, "echo": true, "logprobs": 1})");
+    ASSERT_EQ(lists.prompts.size(), 2u);
+    EXPECT_EQ(lists.prompts[0].tokens, (std::vector<int32_t>{1, 2}));
+    EXPECT_EQ(lists.prompts[1].tokens, (std::vector<int32_t>{3}));
+    EXPECT_EQ(lists.generation.max_tokens, 0);
+    EXPECT_EQ(lists.generation.logprobs, 1);
+    // Chat has no echo: the field is ignored there, as OpenAI clients may send it.
+    EXPECT_FALSE(parse_ok(R"({"messages": [{"role": "user", "content": "x"}], "echo": true})", Endpoint::ChatCompletions).echo);
 }
 
 TEST(ServerRequest, FieldsOverrideTheDefaults) {
@@ -99,7 +122,17 @@ TEST(ServerRequest, MalformedJsonIs400) {
 TEST(ServerRequest, WrongTypesNameTheField) {
     const std::pair<const char*, const char*> cases[] = {
         {R"({"prompt": 5})", "prompt"},
-        {R"({"prompt": ["a", "b"]})", "prompt"},
+        {R"({"prompt": ["a", 5]})", "prompt"},
+        {R"({"prompt": []})", "prompt"},
+        {R"({"prompt": [[]]})", "prompt"},
+        {R"({"prompt": [1, "a"]})", "prompt"},
+        {R"({"prompt": [1, 100]})", "prompt"},
+        {R"({"prompt": [[1], [-1]]})", "prompt"},
+        {R"({"prompt": [1.5]})", "prompt"},
+        {R"({"prompt": {"text": "x"}})", "prompt"},
+        {R"({"prompt": "x", "echo": 1})", "echo"},
+        {R"({"prompt": "x", "echo": true, "stream": true})", "echo"},
+        {R"({"prompt": ["x", "y"], "stream": true})", "prompt"},
         {R"({"prompt": "x", "temperature": "hot"})", "temperature"},
         {R"({"prompt": "x", "max_tokens": 1.5})", "max_tokens"},
         {R"({"prompt": "x", "max_tokens": -1})", "max_tokens"},
@@ -269,8 +302,14 @@ TEST(ServerRequest, TokenizeTakesContentAndTwoBooleans) {
     ASSERT_TRUE(std::holds_alternative<TokenizeRequest>(parsed));
     EXPECT_TRUE(std::get<TokenizeRequest>(parsed).add_special);
     EXPECT_TRUE(std::get<TokenizeRequest>(parsed).with_pieces);
+    // vLLM's names, which lm-evaluation-harness's remote tokenizer sends.
+    const auto vllm = parse_tokenize_request(R"({"prompt": "b", "add_special_tokens": true})");
+    ASSERT_TRUE(std::holds_alternative<TokenizeRequest>(vllm));
+    EXPECT_EQ(std::get<TokenizeRequest>(vllm).content, "b");
+    EXPECT_TRUE(std::get<TokenizeRequest>(vllm).add_special);
     const std::pair<const char*, const char*> cases[] = {
         {R"({})", "content"},
+        {R"({"prompt": 5})", "prompt"},
         {R"({"content": 5})", "content"},
         {R"({"content": ["a"]})", "content"},
         {R"({"content": "a", "add_special": 1})", "add_special"},

@@ -30,8 +30,10 @@ GenerationOptions options(std::shared_ptr<const Judge> judge = nullptr) {
 }
 
 // Runs one request to its end; its result, or the error it failed with.
-std::pair<GenerationResult, std::optional<ApiError>> run(Scheduler& scheduler, GenerationOptions generation) {
-    auto request = std::make_shared<RequestChannel>("Once upon a time", std::move(generation));
+std::pair<GenerationResult, std::optional<ApiError>> run(Scheduler& scheduler, const Model& target,
+                                                          GenerationOptions generation) {
+    const std::vector<int32_t> prompt = target.tokenize("Once upon a time", true, true);
+    auto request = std::make_shared<RequestChannel>(prompt, std::move(generation));
     scheduler.submit(request);
     if (std::optional<ApiError> error = request->wait_started()) return {{}, error};
     GenerationResult result = request->wait_result();
@@ -53,11 +55,11 @@ TEST(Scheduler, AStepThatThrowsFailsItsRequestsWithA500AndServingGoesOn) {
     SpeculativeDecoder decoder(target, &draft, small_context(2));
     Scheduler scheduler(decoder, 2);
 
-    const auto [before, no_error] = run(scheduler, options());
+    const auto [before, no_error] = run(scheduler, target, options());
     ASSERT_FALSE(no_error.has_value()) << no_error->message;
     ASSERT_EQ(before.tokens.size(), 64u);
 
-    const auto [failed, error] = run(scheduler, options(std::make_shared<ExplodingJudge>()));
+    const auto [failed, error] = run(scheduler, target, options(std::make_shared<ExplodingJudge>()));
     ASSERT_TRUE(error.has_value()) << "the exploding judge was never asked";
     EXPECT_EQ(error->status, 500);
     EXPECT_EQ(error->type, "server_error");
@@ -67,7 +69,7 @@ TEST(Scheduler, AStepThatThrowsFailsItsRequestsWithA500AndServingGoesOn) {
     for (const SlotState& slot : scheduler.slot_states()) EXPECT_FALSE(slot.processing);
 
     // The same request again decodes as before the failure.
-    const auto [after, still_no_error] = run(scheduler, options());
+    const auto [after, still_no_error] = run(scheduler, target, options());
     ASSERT_FALSE(still_no_error.has_value()) << still_no_error->message;
     EXPECT_EQ(after.tokens, before.tokens);
     EXPECT_EQ(scheduler.counters().requests_finished, 2);
@@ -89,12 +91,12 @@ TEST(Scheduler, TasksRunOnTheThreadThatDecodes) {
     });
     EXPECT_FALSE(decoder.verify_costs().empty()) << "the task ran before run_on_decoder_thread returned";
     EXPECT_NE(calibrating, std::this_thread::get_id());
-    const auto [result, error] = run(scheduler, options());
+    const auto [result, error] = run(scheduler, target, options());
     ASSERT_FALSE(error.has_value()) << error->message;
     EXPECT_EQ(stepping, calibrating);
     // A task's exception reaches the caller, and the scheduler goes on.
     EXPECT_THROW(scheduler.run_on_decoder_thread([](SpeculativeDecoder&) { throw Error("the task failed"); }), Error);
-    EXPECT_FALSE(run(scheduler, options()).second.has_value());
+    EXPECT_FALSE(run(scheduler, target, options()).second.has_value());
 }
 
 }  // namespace
