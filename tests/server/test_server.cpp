@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/judge_factory.h"
+#include "core/token_logprobs.h"
 #include "server/server.h"
 #include "test_support.h"
 
@@ -558,6 +559,78 @@ TEST_F(ServerTest, TokenizeAndDetokenize) {
     }
     EXPECT_EQ(post("/detokenize", json{{"tokens", {n_vocab - 1}}}).status, 200);
     EXPECT_EQ(post("/tokenize", json{{"text", text}}).status, 400);
+}
+
+// OpenAI's legacy echo, which lm-evaluation-harness scores loglikelihoods with: one choice per prompt of a
+// list, token-id prompts as given, each prompt token after the first with the target's teacher-forced
+// logprob (the first: null), offsets into the echoed text; a completion follows with its own logprobs.
+TEST_F(ServerTest, EchoGivesEachPromptTokenTheTargetsLogprob) {
+    const Model& target = server_->target;
+    const std::vector<int32_t> first = target.tokenize("Once upon a time, Lily", true, true);
+    const std::vector<int32_t> second = target.tokenize("The cat sat", false, true);
+    const HttpReply reply =
+        post("/v1/completions", json{{"prompt", {first, second}}, {"max_tokens", 0}, {"echo", true}, {"logprobs", 2}});
+    ASSERT_EQ(reply.status, 200) << reply.body;
+    const json out = reply.parsed();
+    ASSERT_EQ(out.at("choices").size(), 2u);
+    EXPECT_EQ(out.at("usage").at("prompt_tokens"), first.size() + second.size());
+    EXPECT_EQ(out.at("usage").at("completion_tokens"), 0);
+    const int32_t n_vocab = target.n_vocab();
+    for (size_t c = 0; c < 2; ++c) {
+        const std::vector<int32_t>& prompt = c == 0 ? first : second;
+        const json& choice = out.at("choices")[c];
+        EXPECT_EQ(choice.at("index"), c);
+        const json& logprobs = choice.at("logprobs");
+        ASSERT_EQ(logprobs.at("tokens").size(), prompt.size()) << logprobs;
+        EXPECT_TRUE(logprobs.at("token_logprobs")[0].is_null());
+        EXPECT_TRUE(logprobs.at("top_logprobs")[0].is_null());
+        std::vector<float> logits;
+        server_->server.run_on_decoder_thread(
+            [&](SpeculativeDecoder& decoder) { logits = decoder.forward(ModelRole::Target, prompt, false, 0).logits; });
+        std::string text;
+        for (size_t i = 0; i < prompt.size(); ++i) {
+            EXPECT_EQ(logprobs.at("text_offset")[i], text.size());
+            text += target.piece(prompt[i]);
+            if (i == 0) continue;
+            const std::span<const float> row = std::span<const float>(logits).subspan((i - 1) * size_t(n_vocab), size_t(n_vocab));
+            const TokenLogprobs expected = token_logprobs(row, prompt[i], 2);
+            EXPECT_NEAR(logprobs.at("token_logprobs")[i].get<double>(), expected.chosen.logprob, 1e-5) << i;
+            const json& top = logprobs.at("top_logprobs")[i];
+            ASSERT_EQ(top.size(), 2u) << top;
+            EXPECT_NEAR(top.at(target.piece(expected.top[0].token)).get<double>(), expected.top[0].logprob, 1e-5) << top;
+        }
+        EXPECT_EQ(choice.at("text"), text);
+    }
+
+    const json plain = post("/v1/completions", json{{"prompt", first}, {"max_tokens", 4}, {"logprobs", 1}}).parsed();
+    const json echoed =
+        post("/v1/completions", json{{"prompt", first}, {"max_tokens", 4}, {"logprobs", 1}, {"echo", true}}).parsed();
+    const json& completion = plain.at("choices")[0];
+    const json& whole = echoed.at("choices")[0];
+    EXPECT_EQ(whole.at("text"), out.at("choices")[0].at("text").get<std::string>() + completion.at("text").get<std::string>());
+    const json& completion_logprobs = completion.at("logprobs").at("token_logprobs");
+    const json& whole_logprobs = whole.at("logprobs").at("token_logprobs");
+    ASSERT_EQ(whole_logprobs.size(), first.size() + completion_logprobs.size());
+    for (size_t i = 0; i < completion_logprobs.size(); ++i)
+        EXPECT_EQ(whole_logprobs[first.size() + i], completion_logprobs[i]) << i;
+
+    // Echo streams are refused, and token ids must be the vocabulary's.
+    EXPECT_EQ(post("/v1/completions", json{{"prompt", "x"}, {"echo", true}, {"stream", true}}).status, 400);
+    EXPECT_EQ(post("/v1/completions", json{{"prompt", {n_vocab}}, {"echo", true}}).status, 400);
+}
+
+// vLLM's /tokenizer_info, lm-evaluation-harness's remote tokenizer's first call: the special tokens' text
+// (which /tokenize turns back into their ids) and the chat template.
+TEST_F(ServerTest, TokenizerInfoNamesTheSpecialTokens) {
+    const HttpReply reply = get("/tokenizer_info");
+    ASSERT_EQ(reply.status, 200) << reply.body;
+    const json info = reply.parsed();
+    const std::string bos = info.at("bos_token");
+    const json tokenized = post("/tokenize", json{{"prompt", bos}, {"add_special_tokens", false}}).parsed();
+    EXPECT_EQ(tokenized.at("tokens"), json::array({*server_->target.bos_token()})) << bos;
+    EXPECT_TRUE(info.at("eos_token").is_string());
+    EXPECT_NE(info.at("chat_template").get<std::string>().find("<|im_start|>"), std::string::npos);  // chatml
+    EXPECT_EQ(info.at("model_max_length"), kContext);
 }
 
 TEST_F(ServerTest, PropsShowTheServersDefaults) {
