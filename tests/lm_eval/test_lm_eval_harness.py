@@ -1,11 +1,11 @@
 # EleutherAI's lm-evaluation-harness (pinned, scripts/setup-lm-eval.sh) against `klspec serve` on the default
 # pair, checked against klspec's own numbers: loglikelihoods against the engine's teacher-forced forward,
 # generations against `klspec bench` (vanilla and a KL judge chosen through --gen_kwargs), chat generations
-# against `klspec bench --chat on`. Run by CTest (label lm-eval) with the venv's python.
+# against `klspec bench` on the same questions in the server's chat template. Run by CTest (label lm-eval)
+# with the venv's python.
 import json
 import math
 import os
-import pathlib
 import subprocess
 import sys
 import urllib.request
@@ -13,26 +13,12 @@ import urllib.request
 import numpy as np
 import pytest
 
-SOURCE_DIR = pathlib.Path(os.environ.get("KLSPEC_SOURCE_DIR", pathlib.Path(__file__).resolve().parents[2]))
-CLI = os.environ.get("KLSPEC_CLI", str(SOURCE_DIR / "build/klspec"))
-TARGET = str(SOURCE_DIR / "models/testbed-target.gguf")
+from conftest import CLI, DECODING, SOURCE_DIR, TARGET
+
 TASKS = str(SOURCE_DIR / "tools/lm_eval/tasks")
 WORD_PROBLEMS = "data/testbed_word_test.jsonl"
 MAX_TOKENS = 128
-# The server's defaults, which `klspec bench` is given too: a fixed γ makes KL's output reproducible.
-DECODING = ["-t", "2", "--draft-max", "4", "--draft-policy", "fixed"]
 KL = {"judge": "kl", "judge_threshold": 0.3}
-
-
-@pytest.fixture(scope="module")
-def server():
-    process = subprocess.Popen([CLI, "serve", "--port", "0", *DECODING], stdout=subprocess.PIPE, text=True)
-    line = process.stdout.readline()
-    assert "listening on http://" in line, line
-    url = line.split("listening on ")[1].split(" ")[0]
-    yield url
-    process.terminate()
-    process.wait(timeout=30)
 
 
 def relaxed_tokens(url):
