@@ -1,5 +1,6 @@
 # forward's arrays, and the judged positions of a run as numpy arrays.
 import numpy as np
+import pytest
 
 
 
@@ -25,6 +26,38 @@ def test_trace_arrays_have_one_entry_per_judged_position(stories):
     assert (trace["kl"] >= -1e-9).all()
     assert ((trace["target_max_probability"] > 0) & (trace["target_max_probability"] <= 1)).all()
     assert stories.generate("Once upon a time", max_tokens=4).trace is None
+
+
+def log_softmax(logits):
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def test_each_trace_row_describes_the_position_it_names(stories):
+    # Row by row against the teacher-forced distributions of the final text (the prefix before a judged
+    # position is final): the target's argmax, its confidence and entropy, the draft token's rank, the KL to
+    # the draft's distribution, and vanilla's verdict; a row shifted against another column fails here.
+    prompt = "Once upon a time"
+    result = stories.generate(prompt, max_tokens=40, draft_max=4, draft_policy="fixed", trace=True)
+    tokens = stories.tokenize(prompt, parse_special=True) + list(result.tokens)
+    target = log_softmax(stories.forward(tokens).astype(np.float64))
+    draft = log_softmax(stories.forward(tokens, model="draft").astype(np.float64))
+    trace = result.trace
+    assert len(trace["position"]) > 10 and (~trace["accepted"]).any()
+    # In the order they were judged: the first draft token right after the prompt, each row a later position.
+    assert trace["position"][0] == len(stories.tokenize(prompt, parse_special=True))
+    assert (np.diff(trace["position"]) > 0).all()
+    for row, position in enumerate(trace["position"]):
+        logp, logq = target[position - 1], draft[position - 1]
+        p = np.exp(logp)
+        drafted = trace["draft_token"][row]
+        assert trace["target_token"][row] == np.argmax(logp), row
+        assert trace["target_max_probability"][row] == pytest.approx(p.max(), abs=1e-3), row
+        assert trace["target_entropy"][row] == pytest.approx(-(p * logp).sum(), abs=1e-3), row
+        assert trace["draft_rank"][row] == (logp > logp[drafted]).sum(), row
+        assert trace["kl"][row] == pytest.approx((p * (logp - logq)).sum(), rel=0.05, abs=0.02), row
+        assert trace["accepted"][row] == (drafted == np.argmax(logp)), row
+        assert tokens[position] == (drafted if trace["accepted"][row] else np.argmax(logp)), row
 
 
 def test_a_loose_kl_judge_relaxes_positions(stories):
@@ -56,3 +89,20 @@ def test_batch_traces_are_per_prompt(stories):
     singles = [stories.generate(p, **options) for p in prompts]
     for one, many in zip(singles, batch):
         np.testing.assert_array_equal(one.trace["position"], many.trace["position"])
+
+
+def test_logprobs_are_the_targets_at_every_emitted_token(stories):
+    # Relaxed tokens included: each emitted token's logprob and alternatives are the target's teacher-forced
+    # distribution at its position, never the draft's.
+    prompt = "Once upon a time"
+    result = stories.generate(prompt, max_tokens=40, draft_max=4, draft_policy="fixed", judge="kl", threshold=1e9,
+                              confidence_mask=1.0, logprobs=2)
+    assert result.stats.relaxed_accepted > 0
+    prompt_tokens = stories.tokenize(prompt, parse_special=True)
+    tokens = prompt_tokens + list(result.tokens)
+    target = log_softmax(stories.forward(tokens).astype(np.float64))
+    for i, entry in enumerate(result.logprobs):
+        row = target[len(prompt_tokens) + i - 1]
+        assert entry["token"] == tokens[len(prompt_tokens) + i]
+        assert entry["logprob"] == pytest.approx(row[entry["token"]], abs=1e-3), i
+        assert entry["top"][0][0] == np.argmax(row) and entry["top"][0][1] == pytest.approx(row.max(), abs=1e-3), i

@@ -43,6 +43,19 @@ TEST(KlJudge, HandComputed) {
     EXPECT_NEAR(kept.statistic, kKl, 1e-7);
 }
 
+// The paper's direction, KL(p ‖ q) with p the target's, on a pair where the two directions differ
+// (p = (1/2, 1/2), q = (1/4, 3/4): KL(p ‖ q) = ½ ln(4/3) ≈ 0.144 > KL(q ‖ p) ≈ 0.131): a threshold between
+// them keeps the token, which KL(q ‖ p) would relax.
+TEST(KlJudge, ReadsTheTargetFirst) {
+    const std::vector<float> target{0.0f, 0.0f};
+    const std::vector<float> draft{0.0f, std::log(3.0f)};
+    const double forward = 0.5 * std::log(4.0 / 3.0);
+    const double reverse = 0.75 * std::log(1.5) - 0.25 * std::log(2.0);
+    const JudgeDecision between = KlJudge((forward + reverse) / 2, 0.9).decide(position(target, draft, 0));
+    EXPECT_NEAR(between.statistic, forward, 1e-7);
+    EXPECT_FALSE(between.relaxed);
+}
+
 // FSD's three divergences on an asymmetric pair, p = (1/2, 1/2), q = (1/4, 3/4), where forward and reverse
 // KL differ: KL(p ‖ q) = ½ ln(4/3), KL(q ‖ p) = ¾ ln(3/2) − ¼ ln 2, and with m = (3/8, 5/8)
 // JS = ½ KL(p ‖ m) + ½ KL(q ‖ m) = ¼ ln(16/15) + ⅛ ln(2/3) + ⅜ ln(6/5).

@@ -556,6 +556,35 @@ TEST(Step, PromptCacheReusesTheSharedPrefixAndDecodesTheSame) {
     EXPECT_EQ(cached.cached_tokens(1), 0);
 }
 
+// A prompt that shares only the start of what an id keeps and then departs from it: exactly the shared prefix
+// is reused, never the first cell that differs, and the output is what a fresh decoder gives.
+TEST(Step, PromptCacheStopsAtTheFirstDifferingToken) {
+    const Model target(test::kTargetModel, test::offload());
+    const Model draft(test::kDraftQ4, test::offload());
+    GenerationOptions options = greedy(32, 8);
+    options.cache_prompt = true;
+    SpeculativeDecoder cached(target, &draft, test_context(2));
+    SpeculativeDecoder fresh(target, &draft, test_context(2));
+    const auto run = [](SpeculativeDecoder& decoder, int32_t id, const std::vector<int32_t>& tokens,
+                        const GenerationOptions& generation) {
+        Sequence seq = decoder.start(id, tokens, generation);
+        Sequence* const batch[] = {&seq};
+        while (!seq.finished()) decoder.step(batch);
+        return seq.take_result();
+    };
+    const std::vector<int32_t> first = target.tokenize("Once upon a time, there was a little girl named Lily.", true, true);
+    run(cached, 1, first, options);
+    constexpr size_t kShared = 6;
+    std::vector<int32_t> departing(first.begin(), first.begin() + kShared);
+    for (const int32_t token : target.tokenize(" a big red dog ran home.", false, true)) departing.push_back(token);
+    ASSERT_NE(departing[kShared], first[kShared]);
+
+    EXPECT_EQ(cached.reusable_prompt(1, departing), int32_t(kShared));
+    const GenerationResult with_cache = run(cached, 1, departing, options);
+    EXPECT_EQ(with_cache.stats.prompt_cached_tokens, int64_t(kShared));
+    EXPECT_EQ(with_cache.tokens, run(fresh, 0, departing, greedy(32, 8)).tokens);
+}
+
 // first_token_alone: the first step verifies no draft, so it emits exactly one token (the server's time to
 // first token); the output is unchanged.
 TEST(Step, FirstTokenAloneEmitsOneTokenFirstAndDecodesTheSame) {
