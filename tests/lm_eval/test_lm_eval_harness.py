@@ -17,7 +17,7 @@ from conftest import CLI, DECODING, SOURCE_DIR, TARGET
 
 TASKS = str(SOURCE_DIR / "tools/lm_eval/tasks")
 WORD_PROBLEMS = "data/testbed_word_test.jsonl"
-MAX_TOKENS = 128
+MAX_TOKENS = 256  # the task file's max_gen_toks
 KL = {"judge": "kl", "judge_threshold": 0.3}
 
 
