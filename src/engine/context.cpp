@@ -112,20 +112,6 @@ void ModelContext::prefill(int32_t sequence_id, std::span<const int32_t> tokens,
     decode_chunks(sequence_id, tokens, first_pos, false, {});
 }
 
-void ModelContext::forward(int32_t sequence_id, std::span<const int32_t> tokens, int32_t first_pos,
-                           std::vector<float>& logits, std::vector<float>* hidden) {
-    if (hidden != nullptr && !hidden_states_)
-        throw Error("hidden states were requested from a context created without them");
-    forward_rows(sequence_id, tokens, first_pos, [&](size_t, int32_t row) {
-        const std::span<const float> l = this->logits(row);
-        logits.insert(logits.end(), l.begin(), l.end());
-        if (hidden != nullptr) {
-            const std::span<const float> h = hidden_state(row);
-            hidden->insert(hidden->end(), h.begin(), h.end());
-        }
-    });
-}
-
 void ModelContext::forward_rows(int32_t sequence_id, std::span<const int32_t> tokens, int32_t first_pos,
                                 const std::function<void(size_t index, int32_t row)>& on_row) {
     size_t done = 0;

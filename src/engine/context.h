@@ -55,12 +55,9 @@ public:
     void decode(const Batch& batch);
     // Decodes `tokens` at positions first_pos.. of one sequence in chunks of n_batch, without outputs.
     void prefill(int32_t sequence_id, std::span<const int32_t> tokens, int32_t first_pos);
-    // Teacher-forced pass over `tokens` at positions first_pos.. of one sequence, every row output:
-    // appends n×V logits (and n×E hidden states when `hidden` is non-null) row-major.
-    void forward(int32_t sequence_id, std::span<const int32_t> tokens, int32_t first_pos, std::vector<float>& logits,
-                 std::vector<float>* hidden);
-    // The same pass, calling on_row(i, row) once the output of tokens[i] is batch row `row` of the last decode
-    // (read it with logits(row) or hidden_state(row) inside the call): memory for one chunk, not n×V.
+    // Teacher-forced pass over `tokens` at positions first_pos.. of one sequence, every row output, calling
+    // on_row(i, row) once the output of tokens[i] is batch row `row` of the last decode (read it with
+    // logits(row) or hidden_state(row) inside the call): memory for one chunk, not n×V.
     void forward_rows(int32_t sequence_id, std::span<const int32_t> tokens, int32_t first_pos,
                       const std::function<void(size_t index, int32_t row)>& on_row);
     // Output of batch row i of the last decode.

@@ -694,15 +694,29 @@ ForwardResult SpeculativeDecoder::forward(ModelRole role, std::span<const int32_
     if (ctx == nullptr) throw Error("forward: the decoder has no draft model");
     if (to_int(tokens.size()) > ctx->n_ctx())
         throw Error(fmt::format("forward: {} tokens do not fit the context of {}", tokens.size(), ctx->n_ctx()));
+    if (with_hidden && !ctx->has_hidden_states())
+        throw Error("hidden states were requested from a context created without them");
     ForwardResult result;
     result.n_tokens = to_int(tokens.size());
     result.n_vocab = ctx->model().n_vocab();
     result.n_embd = ctx->model().n_embd();
-    ctx->truncate(id, 0);
-    kept_.at(static_cast<size_t>(id)) = {};  // whatever the id kept is overwritten
-    ctx->forward(id, tokens, 0, result.logits, with_hidden ? &result.hidden : nullptr);
-    ctx->truncate(id, 0);
+    teacher_forced(*ctx, id, tokens, [&](size_t, int32_t row) {
+        const std::span<const float> logits = ctx->logits(row);
+        result.logits.insert(result.logits.end(), logits.begin(), logits.end());
+        if (with_hidden) {
+            const std::span<const float> hidden = ctx->hidden_state(row);
+            result.hidden.insert(result.hidden.end(), hidden.begin(), hidden.end());
+        }
+    });
     return result;
+}
+
+void SpeculativeDecoder::teacher_forced(ModelContext& ctx, int32_t id, std::span<const int32_t> tokens,
+                                        const std::function<void(size_t index, int32_t row)>& on_row) {
+    ctx.truncate(id, 0);
+    kept_.at(static_cast<size_t>(id)) = {};  // whatever the id kept is overwritten
+    ctx.forward_rows(id, tokens, 0, on_row);
+    ctx.truncate(id, 0);
 }
 
 void SpeculativeDecoder::check_prompt(std::span<const int32_t> prompt_tokens) const {
@@ -719,14 +733,11 @@ std::vector<TokenLogprobs> SpeculativeDecoder::prompt_logprobs(std::span<const i
     check_prompt(tokens);
     std::vector<TokenLogprobs> logprobs;
     if (tokens.size() < 2) return logprobs;
-    target_ctx_.truncate(id, 0);
-    kept_.at(static_cast<size_t>(id)) = {};
     // Every token in the batch, the last one's output unused: the same batches as forward(), so the same
     // logits to the last bit (a batch's composition can change a CPU kernel's summation order).
-    target_ctx_.forward_rows(id, tokens, 0, [&](size_t i, int32_t row) {
+    teacher_forced(target_ctx_, id, tokens, [&](size_t i, int32_t row) {
         if (i + 1 < tokens.size()) logprobs.push_back(token_logprobs(target_ctx_.logits(row), tokens[i + 1], n_top));
     });
-    target_ctx_.truncate(id, 0);
     return logprobs;
 }
 

@@ -212,6 +212,10 @@ public:
     void calibrate_step_costs(int32_t draft_max);
 
 private:
+    // A teacher-forced pass over `tokens` from position 0 on sequence id `id` of `ctx` (what the id kept is
+    // dropped; its cells are freed afterwards), on_row as ModelContext::forward_rows.
+    void teacher_forced(ModelContext& ctx, int32_t id, std::span<const int32_t> tokens,
+                        const std::function<void(size_t index, int32_t row)>& on_row);
     // Throws PromptError for a prompt that is empty or leaves no room to generate in the context.
     void check_prompt(std::span<const int32_t> prompt_tokens) const;
     // Sets every active sequence's γ for this step from its policy (the Auto ones chosen together).

@@ -36,6 +36,15 @@ GenerationOptions greedy(int32_t max_tokens, int32_t gamma) {
     return options;
 }
 
+// Starts `tokens` on sequence id `id` and steps it alone to its end.
+GenerationResult run_to_end(SpeculativeDecoder& decoder, int32_t id, const std::vector<int32_t>& tokens,
+                            const GenerationOptions& options) {
+    Sequence seq = decoder.start(id, tokens, options);
+    Sequence* const batch[] = {&seq};
+    while (!seq.finished()) decoder.step(batch);
+    return seq.take_result();
+}
+
 // Runs every prompt to completion, `slots` at a time, starting a new one as soon as a slot frees up.
 std::vector<GenerationResult> run_batched(SpeculativeDecoder& decoder, const std::vector<std::string>& prompts,
                                           const std::vector<GenerationOptions>& options, int32_t slots) {
@@ -529,10 +538,7 @@ TEST(Step, PromptCacheReusesTheSharedPrefixAndDecodesTheSame) {
     for (int turn = 0; turn < 4; ++turn) {
         const std::vector<int32_t> tokens = target.tokenize(prompt, true, true);
         const int32_t reusable = cached.reusable_prompt(1, tokens);
-        Sequence seq = cached.start(1, tokens, options);
-        Sequence* const batch[] = {&seq};
-        while (!seq.finished()) cached.step(batch);
-        const GenerationResult with_cache = seq.take_result();
+        const GenerationResult with_cache = run_to_end(cached, 1, tokens, options);
         const GenerationResult without = fresh.generate(prompt, greedy(48, 8));
 
         EXPECT_EQ(with_cache.tokens, without.tokens) << "turn " << turn;
@@ -565,24 +571,17 @@ TEST(Step, PromptCacheStopsAtTheFirstDifferingToken) {
     options.cache_prompt = true;
     SpeculativeDecoder cached(target, &draft, test_context(2));
     SpeculativeDecoder fresh(target, &draft, test_context(2));
-    const auto run = [](SpeculativeDecoder& decoder, int32_t id, const std::vector<int32_t>& tokens,
-                        const GenerationOptions& generation) {
-        Sequence seq = decoder.start(id, tokens, generation);
-        Sequence* const batch[] = {&seq};
-        while (!seq.finished()) decoder.step(batch);
-        return seq.take_result();
-    };
     const std::vector<int32_t> first = target.tokenize("Once upon a time, there was a little girl named Lily.", true, true);
-    run(cached, 1, first, options);
+    run_to_end(cached, 1, first, options);
     constexpr size_t kShared = 6;
     std::vector<int32_t> departing(first.begin(), first.begin() + kShared);
     for (const int32_t token : target.tokenize(" a big red dog ran home.", false, true)) departing.push_back(token);
     ASSERT_NE(departing[kShared], first[kShared]);
 
     EXPECT_EQ(cached.reusable_prompt(1, departing), int32_t(kShared));
-    const GenerationResult with_cache = run(cached, 1, departing, options);
+    const GenerationResult with_cache = run_to_end(cached, 1, departing, options);
     EXPECT_EQ(with_cache.stats.prompt_cached_tokens, int64_t(kShared));
-    EXPECT_EQ(with_cache.tokens, run(fresh, 0, departing, greedy(32, 8)).tokens);
+    EXPECT_EQ(with_cache.tokens, run_to_end(fresh, 0, departing, greedy(32, 8)).tokens);
 }
 
 // first_token_alone: the first step verifies no draft, so it emits exactly one token (the server's time to
