@@ -110,6 +110,7 @@ def fmt(x, digits=1):
 
 
 def main():
+    global KLSPEC, OFFLOAD, OFFLOAD_DRAFT
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "speed.md")
     ap.add_argument("--work", type=Path, default=Path.home() / ".cache" / "klspec" / "speed-report")
@@ -125,7 +126,6 @@ def main():
     ap.add_argument("--klspec", type=Path, default=KLSPEC, help="the klspec binary (a GPU build: build-gpu/klspec)")
     ap.add_argument("--ngl", type=int, default=0, help="layers offloaded to the GPU, both models, every run")
     a = ap.parse_args()
-    global KLSPEC, OFFLOAD, OFFLOAD_DRAFT
     KLSPEC = a.klspec.resolve()
     OFFLOAD = ["-ngl", str(a.ngl)] if a.ngl else []
     OFFLOAD_DRAFT = ["-ngld", str(a.ngl)] if a.ngl else []
