@@ -2,12 +2,12 @@
 """Grow the testbed target GGUF function-preservingly into a memory-bound benchmark target (never commit
 the output: regenerate it).
 
-  /usr/bin/python3 bench/grow_target.py --quantize Q8_0,Q4_0,Q4_K_M
+  /usr/bin/python3 bench/grown_target/grow_target.py --quantize Q8_0,Q4_0,Q4_K_M
 
 writes build/models/testbed-target-w4-f3-l12-F16.gguf (dim 2048, 32 heads, 16 kv heads, FFN 6144, 12
 layers: 605 M parameters, 1.13 GiB of F16, close to the 1.01 GiB dim-2048 12-layer FFN-5632 reference
 model) and its -Q8_0/-Q4_0/-Q4_K_M siblings (pinned llama-quantize). It computes what
-models/testbed-target.gguf computes, up to float summation order (bench/test_grow_target.py checks it).
+models/testbed-target.gguf computes, up to float summation order (bench/grown_target/test_grow_target.py checks it).
 Same bytes on every run. An output that exists and is newer than its input (and this script) is kept.
 
   --width K    residual stream x K: K copies of the old one (token_embd columns and RMSNorm gains tiled);
@@ -43,7 +43,7 @@ except ImportError:
     sys.exit("grow_target: error: numpy missing (run with /usr/bin/python3: Debian's python3-numpy)")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+ROOT = os.path.dirname(os.path.dirname(HERE))
 LLAMA_PIN = "de3ff815ea7d"
 DEFAULT_INPUT = os.path.join(ROOT, "models", "testbed-target.gguf")
 DEFAULT_WIDTH, DEFAULT_FFN, DEFAULT_LAYERS = 4, 3, 12

@@ -4,7 +4,7 @@ keep sending for --duration seconds; prints requests/s, generated tokens/s and l
 request and first chunk).
 
   klspec serve -np 4 &
-  bench/serve_load.py --url http://127.0.0.1:8080 --concurrency 8 --requests 32 --max-tokens 96
+  bench/serving/serve_load.py --url http://127.0.0.1:8080 --concurrency 8 --requests 32 --max-tokens 96
 
 With --cli (the `klspec generate` command of the server's models, e.g. "build/klspec generate -t 1"),
 every response is checked: complete (a finish reason and [DONE]) and, decoding greedily, equal to what
@@ -12,13 +12,13 @@ the CLI prints for its prompt; any other answer fails the run. --duration adds t
 in the same run: total tokens/s of the C clients against one client for as long, and one request's
 tokens/s through the server against the CLI's for the same prompt.
 
-  bench/serve_load.py --duration 60 --concurrency 8 --cli "build/klspec generate -t 1"
+  bench/serving/serve_load.py --duration 60 --concurrency 8 --cli "build/klspec generate -t 1"
 
 With --llama-server (the path of llama.cpp's llama-server), the same workload then runs against it in the
 same run, started by the script with the default pair (the target and `-md` its draft), and both are
 printed side by side; its answers are checked for completeness only (a different engine).
 
-  bench/serve_load.py --llama-server ~/.cache/klspec/llama.cpp-*/install/bin/llama-server
+  bench/serving/serve_load.py --llama-server ~/.cache/klspec/llama.cpp-*/install/bin/llama-server
 
 With --api-key KEY (a server started with --api-key KEY), every request carries `Authorization: Bearer KEY`,
 and the llama-server the script starts gets --api-key KEY too.
@@ -40,8 +40,10 @@ import sys
 import tempfile
 import time
 import urllib.parse
+from pathlib import Path
 
-from bench_common import Server, llama_server_args
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))  # bench/lib: bench_common, llama_bench_lib
+from bench_common import Server, llama_server_args  # noqa: E402
 
 PROMPTS = [  # the stories260K openings of tests/engine/test_support.cpp, and GSM8K-style questions
     "Once upon a time",

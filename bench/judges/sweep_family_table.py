@@ -1,7 +1,7 @@
 """One markdown table over several `klspec sweep` directories (one per benchmark family): per point, the
 accuracy change against vanilla with its paired 95 % interval, and MAT; vanilla's row gives its accuracy.
 
-  /usr/bin/python3 bench/sweep_family_table.py word=DIR trace=DIR choice=DIR
+  /usr/bin/python3 bench/judges/sweep_family_table.py word=DIR trace=DIR choice=DIR
 
 Points missing from a directory are shown as "—". Reads each DIR/summary.json (written by klspec sweep).
 """

@@ -3,16 +3,19 @@ and split over two (loopback, 1 thread each), for the default pair (speculative 
 stories260K (with its Q4_0 draft, and target-only). Prints the medians as a markdown table, and fails when
 a configuration's output differs from the local run's (offloading must not change a greedy token).
 
-  python3 bench/rpc_hop.py --rpc-server ~/.cache/klspec/llama.cpp-de3ff815ea7d-*/install/bin/ggml-rpc-server \
+  python3 bench/speed/rpc_hop.py --rpc-server ~/.cache/klspec/llama.cpp-de3ff815ea7d-*/install/bin/ggml-rpc-server \
       [--repeats 7] [-n 128]
 """
 import argparse
 import socket
 import statistics
 import subprocess
+import sys
 import time
+from pathlib import Path
 
-from bench_common import DEFAULT_DRAFT_Q4, DEFAULT_KLSPEC, DEFAULT_TARGET, ROOT, free_port, klspec_generate
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))  # bench/lib: bench_common, llama_bench_lib
+from bench_common import DEFAULT_DRAFT_Q4, DEFAULT_KLSPEC, DEFAULT_TARGET, ROOT, free_port, klspec_generate  # noqa: E402
 
 WORD_PROMPT = "Q: Dan has 5 piles with 27 leaves in each and 73 more. How many leaves does Dan have now?\nA:"
 CASES = [  # label, target, extra flags, prompt

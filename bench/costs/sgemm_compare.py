@@ -1,6 +1,6 @@
 """llamafile's sgemm off against on, measured with the pinned llama-bench on the same models.
 
-  /usr/bin/python3 bench/sgemm_compare.py [--make-synthetic] [--models A.gguf B.gguf ...] \
+  /usr/bin/python3 bench/costs/sgemm_compare.py [--make-synthetic] [--models A.gguf B.gguf ...] \
       [--prompts 1,2,4,9,17,72] [--gen 16] [--threads 1] [--reps 3] [--rounds 2] [--taskset 1] \
       [--csv OUT.csv] [--md OUT.md]
 
@@ -13,7 +13,7 @@ ggml-base, ggml-cpu, ggml-rpc) in --ggml-off-dir / --ggml-on-dir (default
 instead (e.g. <install>/lib, what klspec links). Before any measurement, ldd must resolve libggml-cpu.so
 from the intended folder on each side.
 
---make-synthetic writes Llama-shaped random-weight models with bench/make_synthetic_gguf.py into
+--make-synthetic writes Llama-shaped random-weight models with bench/costs/make_synthetic_gguf.py into
 --synthetic-dir (default ~/.cache/klspec/synthetic; never commit them): F32 and F16 (dim 512, 10 layers,
 8 heads, 4 KV heads, ffn 1792, vocab 512: 35.9 M parameters) and Q8_0 / Q4_0 quantized from the F32 one
 with the pinned llama-quantize (its default mix: for Q4_0 the output matrix becomes Q6_K).
@@ -26,7 +26,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))  # bench/lib: llama_bench_lib
 import llama_bench_lib as lb  # noqa: E402
 
 HERE = Path(__file__).resolve().parent

@@ -1,6 +1,6 @@
 """Running the pinned llama.cpp's `llama-bench` and turning its JSON into per-batch costs.
 
-Shared by bench/verify_cost_curve.py and bench/sgemm_compare.py. Standard library only.
+Shared by bench/costs/verify_cost_curve.py and bench/costs/sgemm_compare.py. Standard library only.
 
 Which ggml llama-bench runs on is chosen with `lib_path` ("DIR[:DIR...]"): it goes first on
 LD_LIBRARY_PATH, and `check_override` proves with `ldd` that the dynamic loader resolves libggml-cpu.so

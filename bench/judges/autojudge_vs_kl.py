@@ -9,9 +9,11 @@ topn-delta:N/DELTA, and RULE:THRESHOLD for the other rules (target-entropy, prob
 import argparse
 import json
 import subprocess
+import sys
 from pathlib import Path
 
-from bench_common import DEFAULT_KLSPEC, judge_args
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))  # bench/lib: bench_common, llama_bench_lib
+from bench_common import DEFAULT_KLSPEC, judge_args  # noqa: E402
 
 
 def main():

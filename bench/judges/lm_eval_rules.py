@@ -4,7 +4,7 @@ alone), one `lm_eval` run of a generation task with the rule in --gen_kwargs, an
 server's MAT; each rule's answers paired with vanilla's (agreement, paired accuracy change). Resumes: a rule whose
 result file exists in --out is not run again.
 
-  python3 bench/lm_eval_rules.py --tasks klspec_testbed_word --limit 60 --rules vanilla kl:0.1 kl:0.3 kl:1 topk:4 \\
+  python3 bench/judges/lm_eval_rules.py --tasks klspec_testbed_word --limit 60 --rules vanilla kl:0.1 kl:0.3 kl:1 topk:4 \\
       --out ~/.cache/klspec/lm-eval-rules/testbed-word
 """
 import argparse
@@ -16,7 +16,8 @@ import sys
 import urllib.request
 from pathlib import Path
 
-from bench_common import DEFAULT_KLSPEC, ROOT, TESTBED_DRAFT, TESTBED_TARGET, Server, cpu_header
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))  # bench/lib: bench_common, llama_bench_lib
+from bench_common import DEFAULT_KLSPEC, ROOT, TESTBED_DRAFT, TESTBED_TARGET, Server, cpu_header  # noqa: E402
 
 
 def gen_kwargs(setting):

@@ -11,7 +11,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_KLSPEC = ROOT / "build" / "klspec"
 DEFAULT_TARGET = ROOT / "tests/data/stories260K.gguf"
 DEFAULT_DRAFT_Q8 = ROOT / "build/models/stories260K-q8_0.gguf"

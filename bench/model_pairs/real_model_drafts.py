@@ -6,7 +6,7 @@ layers and the output head (a line through the per-token times of files with dif
 drafts named exit<k>, k layers, exit<k>-adapter k + 1); the target with and without --no-repack; then, side by
 side in the same run, klspec and llama.cpp's own `llama-speculative-simple` on the same files, prompt and γ.
 
-  /usr/bin/python3 bench/real_model_drafts.py TARGET.gguf DRAFT.gguf [DRAFT.gguf ...] [--limit 8] [-n 64]
+  /usr/bin/python3 bench/model_pairs/real_model_drafts.py TARGET.gguf DRAFT.gguf [DRAFT.gguf ...] [--limit 8] [-n 64]
 
 Each run's JSON is kept under --work (default ~/.cache/klspec/real-drafts, keyed by file names and flags)
 and reused by a rerun. Prints Markdown tables with the machine (lscpu) above them.
@@ -15,12 +15,15 @@ import argparse
 import hashlib
 import json
 import re
+import sys
 from pathlib import Path
 
-import bench_common as common
-from grow_target import find_llama_bin
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))  # bench/lib: bench_common, llama_bench_lib
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "grown_target"))  # find_llama_bin
+import bench_common as common  # noqa: E402
+from grow_target import find_llama_bin  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 KLSPEC = ROOT / "build" / "klspec"
 PROMPT = "Question: A baker makes 24 rolls in the morning and twice as many in the afternoon. How many rolls does he make?\nAnswer:"
 

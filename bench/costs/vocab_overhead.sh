@@ -2,16 +2,16 @@
 # klspec's cost per drafted token outside llama_decode at a real vocabulary size (V = 128256), against
 # llama.cpp's own sampler chain per sampled token on the same model, in one run. Greedy, and T = 0.7 with
 # top-p 0.9. The synthetic model (random weights, generated vocabulary) is made once by
-# bench/make_synthetic_gguf.py into ~/.cache/klspec/synthetic (needs Debian's python3-numpy).
-#   bash bench/vocab_overhead.sh [TOKENS]
+# bench/costs/make_synthetic_gguf.py into ~/.cache/klspec/synthetic (needs Debian's python3-numpy).
+#   bash bench/costs/vocab_overhead.sh [TOKENS]
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 tokens=${1:-400}
 llama_dir=$(bash "$root/scripts/build-llama.sh" | tail -n 1)
 model=~/.cache/klspec/synthetic/syn-v128256-f16.gguf
 if [[ ! -f $model ]]; then
   mkdir -p "$(dirname "$model")"
-  PYTHONPATH="$llama_dir/src/gguf-py" /usr/bin/python3 "$root/bench/make_synthetic_gguf.py" "$model" \
+  PYTHONPATH="$llama_dir/src/gguf-py" /usr/bin/python3 "$root/bench/costs/make_synthetic_gguf.py" "$model" \
     --dim 256 --layers 2 --heads 4 --vocab 128256 --dtype f16
 fi
 echo "llama.cpp sampler chain (per sampled token):"

@@ -9,9 +9,11 @@ import argparse
 import json
 import re
 import statistics
+import sys
 from pathlib import Path
 
-from bench_common import (DEFAULT_DRAFT_Q4, DEFAULT_DRAFT_Q8, DEFAULT_KLSPEC, DEFAULT_TARGET, STORY_PROMPTS,
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))  # bench/lib: bench_common, llama_bench_lib
+from bench_common import (DEFAULT_DRAFT_Q4, DEFAULT_DRAFT_Q8, DEFAULT_KLSPEC, DEFAULT_TARGET, STORY_PROMPTS,  # noqa: E402
                           klspec_generate, llama_speculative_simple, run)
 
 LLAMA_EVAL = re.compile(r"eval time =\s+([\d.]+) ms /\s+(\d+) runs")

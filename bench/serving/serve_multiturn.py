@@ -24,9 +24,9 @@ It prints the CPU, then per turn the median time to first token of A, B and C (o
 conversations), A's cached_tokens / prompt_tokens, and the ratios B/A and C/A at the last turn: the cache
 should make A at least 3x faster than B there, and no slower than C.
 
-  bench/serve_multiturn.py --klspec build/klspec -t 2 --check \\
+  bench/serving/serve_multiturn.py --klspec build/klspec -t 2 --check \\
       --llama-server ~/.cache/klspec/llama.cpp-*/install/bin/llama-server
-  bench/serve_multiturn.py -m build/models/testbed-target-w4-f3-l12-Q4_K_M.gguf -md models/testbed-draft.gguf \\
+  bench/serving/serve_multiturn.py -m build/models/testbed-target-w4-f3-l12-Q4_K_M.gguf -md models/testbed-draft.gguf \\
       -t 2 --repeats 2 --llama-server ...
 
 With --check, every answer of A must equal B's at the same turn of the same conversation and repeat (greedy
@@ -44,8 +44,10 @@ import struct
 import sys
 import time
 import urllib.parse
+from pathlib import Path
 
-from bench_common import ROOT, TESTBED_DRAFT, TESTBED_TARGET, Server, cpu_header, llama_server_args
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))  # bench/lib: bench_common, llama_bench_lib
+from bench_common import ROOT, TESTBED_DRAFT, TESTBED_TARGET, Server, cpu_header, llama_server_args  # noqa: E402
 from serve_load import request_headers
 
 SYSTEM = "You are a helpful assistant. You tell short stories for children and solve small arithmetic problems."

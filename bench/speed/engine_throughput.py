@@ -7,20 +7,22 @@ time; with -np > 1 steps are shared, so this is per-sequence speed), throughput 
 the run's wall time, prompts included), MAT and acceptance. A binary other than build/klspec (an older
 build, for before/after) is given as LABEL=PATH with --binary; another ggml build under the same binary
 (llamafile's sgemm on, say) as LABEL=DIR with --lib-path, DIR going first on LD_LIBRARY_PATH (checked with
-ldd, as bench/llama_bench_lib.py does).
+ldd, as bench/lib/llama_bench_lib.py does).
 
-  python3 bench/engine_throughput.py --limit 64 --repeats 3 \\
+  python3 bench/speed/engine_throughput.py --limit 64 --repeats 3 \\
       --config np1: --config "np8:-np 8" --config "p-min 0.5:--draft-p-min 0.5"
-  python3 bench/engine_throughput.py --lib-path sgemm-off=$LLAMA/install/lib \\
+  python3 bench/speed/engine_throughput.py --lib-path sgemm-off=$LLAMA/install/lib \\
       --lib-path sgemm-on=~/.cache/klspec/ggml-llamafile-de3ff815ea7d/build/bin:$LLAMA/install/lib ...
 """
 import argparse
 import json
 import statistics
+import sys
 from pathlib import Path
 
-from bench_common import DEFAULT_KLSPEC, ROOT, run
-from llama_bench_lib import check_override, env_for
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))  # bench/lib: bench_common, llama_bench_lib
+from bench_common import DEFAULT_KLSPEC, ROOT, run  # noqa: E402
+from llama_bench_lib import check_override, env_for  # noqa: E402
 
 
 def main():

@@ -1,7 +1,7 @@
 """Write a synthetic Llama-shaped GGUF (architecture `llama`) with random weights and a generated
 SentencePiece-style vocabulary, for speed measurements only (its outputs are meaningless).
 
-  PYTHONPATH=<llama.cpp cache>/src/gguf-py /usr/bin/python3 bench/make_synthetic_gguf.py OUT.gguf \
+  PYTHONPATH=<llama.cpp cache>/src/gguf-py /usr/bin/python3 bench/costs/make_synthetic_gguf.py OUT.gguf \
       [--dim 512] [--layers 10] [--heads 8] [--kv-heads 4] [--ffn 1792] [--vocab 512] [--dtype f16] \
       [--ctx 4096] [--tie-output] [--seed 0]
 

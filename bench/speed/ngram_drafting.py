@@ -5,7 +5,7 @@ the prob-threshold and topk relaxations, the chain n-gram → draft model, and t
 against every fixed one. Greedy, `-t 2`, `-n 256`; the runs are interleaved over --rounds passes and each
 setting's tokens/s is the median of its passes (its ratio to target-only: the median of the per-pass ratios).
 
-  /usr/bin/python3 bench/ngram_drafting.py [--limit 60] [--rounds 3] [--work ~/.cache/klspec/ngram]
+  /usr/bin/python3 bench/speed/ngram_drafting.py [--limit 60] [--rounds 3] [--work ~/.cache/klspec/ngram]
 
 Each `klspec bench` run is kept under --work (its JSON summary) and reused by a rerun, so an interrupted
 run resumes. Prints a Markdown table with the machine (lscpu) above it.
@@ -16,7 +16,7 @@ import statistics
 import subprocess
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NGRAM = ["--spec-type", "ngram-simple", "--spec-ngram-size-n", "2", "--spec-ngram-size-m", "16"]
 SETTINGS = [  # name, flags
     ("target-only", ["--draft-policy", "off"]),

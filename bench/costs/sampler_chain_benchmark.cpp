@@ -24,7 +24,7 @@
 // after the chain's filters on the last iteration.
 //
 //   sampler_chain_benchmark [--model SYNTH.gguf] [Google Benchmark flags]
-// The model is made by bench/make_synthetic_gguf.py (e.g. --dim 256 --layers 2 --vocab 128256). Without
+// The model is made by bench/costs/make_synthetic_gguf.py (e.g. --dim 256 --layers 2 --vocab 128256). Without
 // --model, V defaults to 128256 for the peaked row and the model-based benchmarks are not registered.
 #include <benchmark/benchmark.h>
 

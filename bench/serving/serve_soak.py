@@ -6,7 +6,7 @@ every slot is free, that the server's RSS is within 10 % of its value after warm
 descriptors are back to their count after warm-up, and that every completed well-behaved answer equals what
 `klspec generate` prints for its prompt (greedy). It prints the count of each fault kind sent.
 
-  /usr/bin/python3 bench/serve_soak.py --duration 600 --busy-seconds 120
+  /usr/bin/python3 bench/serving/serve_soak.py --duration 600 --busy-seconds 120
 
 Fault kinds: drop (the client closes the stream after its first chunk), stall (the client stops reading for
 a few seconds, then closes), cancel (the client closes right after sending), burst (16 requests at once,
@@ -25,11 +25,13 @@ import sys
 import threading
 import time
 import urllib.request
+from pathlib import Path
 
-from bench_common import free_port
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))  # bench/lib: bench_common, llama_bench_lib
+from bench_common import free_port  # noqa: E402
 from serve_load import PROMPTS, one_request
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FAULTS = ("good", "drop", "stall", "cancel", "burst", "oversized", "malformed")
 
 

@@ -1,4 +1,4 @@
-// Greedy decoding trace of a GGUF model with llama.cpp, for bench/test_grow_target.py: the prompt's token
+// Greedy decoding trace of a GGUF model with llama.cpp, for bench/grown_target/test_grow_target.py: the prompt's token
 // ids, then one line per generated token: the token id, the gap between the top two logits, and (with
 // --logits) every logit of that step. Stops after N tokens or at an end-of-generation token.
 //

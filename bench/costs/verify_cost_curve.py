@@ -1,7 +1,7 @@
 """Verify-cost curve from llama-bench: the time of one llama_decode of a batch of b tokens (b = 1..17 by
 default), relative to a single-token decode, for each GGUF given. Writes a CSV and a markdown table.
 
-  /usr/bin/python3 bench/verify_cost_curve.py models/testbed-target.gguf models/testbed-draft.gguf \
+  /usr/bin/python3 bench/costs/verify_cost_curve.py models/testbed-target.gguf models/testbed-draft.gguf \
       ../shared/models/stories260K/stories260K.gguf --csv OUT.csv --md OUT.md [--reps 5] [--threads 1] \
       [--batches 1-17] [--taskset 1] [--lib-path DIR[:DIR] --label sgemm-on]
 
@@ -18,7 +18,7 @@ import csv
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))  # bench/lib: llama_bench_lib
 import llama_bench_lib as lb  # noqa: E402
 
 

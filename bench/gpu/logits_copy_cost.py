@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The device-to-host copy of a verification batch's target logits, (γ+1) × V float32, as llama.cpp makes it after each
 target call: into pinned memory (ggml-cuda's host buffer, where llama.cpp keeps its outputs) and into pageable
-memory; medians of 200 copies. Needs PyTorch with CUDA (docs/gpu.md).   python3 bench/logits_copy_cost.py"""
+memory; medians of 200 copies. Needs PyTorch with CUDA (docs/gpu.md).   python3 bench/gpu/logits_copy_cost.py"""
 import statistics, time, torch
 dev = torch.device("cuda")
 print(torch.cuda.get_device_name(0), torch.__version__)

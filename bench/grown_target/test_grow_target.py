@@ -1,15 +1,15 @@
 #!/usr/bin/python3
-"""bench/grow_target.py keeps the function: a small grown copy of models/testbed-target.gguf (width x2,
+"""bench/grown_target/grow_target.py keeps the function: a small grown copy of models/testbed-target.gguf (width x2,
 FFN x2, two identity blocks: 189 M parameters) decodes the same greedy tokens as the original on the
 first word problems of data/testbed_word_test.jsonl, with logits within a tolerance, under llama.cpp.
 
-  /usr/bin/python3 bench/test_grow_target.py [--trace PATH/greedy_trace] [--prompts 5] [--tokens 48]
+  /usr/bin/python3 bench/grown_target/test_grow_target.py [--trace PATH/greedy_trace] [--prompts 5] [--tokens 48]
 
 Registered in CTest as bench.grow_target. A divergence of the greedy tokens is accepted only at a proven
 near-tie: the original's top-2 logit gap at the first divergent step is within twice the tolerance (the
 grown model sums in another order). Also checks that growing is deterministic (same bytes), that an
 up-to-date output is kept, and that a bad input gives a one-line error and a non-zero exit.
-Exits 77 (CTest's SKIP_RETURN_CODE) without llama.cpp's gguf-py or a greedy_trace binary (bench/greedy_trace.cpp,
+Exits 77 (CTest's SKIP_RETURN_CODE) without llama.cpp's gguf-py or a greedy_trace binary (bench/grown_target/greedy_trace.cpp,
 built by CMake, or compiled here against the pinned build's install prefix).
 """
 import argparse
@@ -22,7 +22,7 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 try:
     import numpy  # noqa: F401,E402  (grow_target needs it)
@@ -85,7 +85,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         binary = args.trace if args.trace and os.access(args.trace, os.X_OK) else build_trace(tmp)
         if binary is None:
-            skip("no greedy_trace binary (build bench/greedy_trace.cpp, or scripts/build-llama.sh for an install)")
+            skip("no greedy_trace binary (build bench/grown_target/greedy_trace.cpp, or scripts/build-llama.sh for an install)")
         out_dir = args.keep or tmp
         grown = os.path.join(out_dir, "grown-F16.gguf")
         grow = [sys.executable, os.path.join(HERE, "grow_target.py"), "--width", "2", "--ffn", "2",

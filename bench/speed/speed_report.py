@@ -1,11 +1,11 @@
 #!/usr/bin/python3
 """The speed report: writes docs/speed.md, every ratio measured side by side in one run on this machine.
 
-  /usr/bin/python3 bench/speed_report.py [--out docs/speed.md] [--work ~/.cache/klspec/speed-report] \\
+  /usr/bin/python3 bench/speed/speed_report.py [--out docs/speed.md] [--work ~/.cache/klspec/speed-report] \\
       [--targets default,F16,Q8_0,Q4_0,Q4_K_M] [--limit-default 100] [--limit-grown 8] [--np-limit 16] \\
       [--tau auto|VALUE] [--threads 2] [--fresh] [--klspec build/klspec] [--ngl 0]
 
-For the default pair (models/testbed-*.gguf) and the grown targets (bench/grow_target.py: the default
+For the default pair (models/testbed-*.gguf) and the grown targets (bench/grown_target/grow_target.py: the default
 target grown function-preservingly to 1.13 GiB of F16, and its Q8_0 / Q4_0 / Q4_K_M quantizations, all
 with the default draft):
   * the pinned llama-bench's cost curve (one decode of b tokens, b = 1, 2, 3, 5, 9, 17) and the draft's;
@@ -17,7 +17,7 @@ with the default draft):
   * `llama-speculative-simple --spec-type draft-simple` against `klspec generate` on the same prompts.
 The grown targets compute what the default target computes, so accuracy and acceptance carry over; their
 speed is measured on the first --limit-grown problems. Each measurement is kept as JSON under --work and
-reused by a rerun (--fresh measures again): an interrupted report resumes. On a GPU (bench/gpu_check.sh):
+reused by a rerun (--fresh measures again): an interrupted report resumes. On a GPU (bench/gpu/gpu_check.sh):
 --ngl 99 offloads every layer of both models in every run, klspec's and llama.cpp's, --klspec names a build
 against the GPU-enabled llama.cpp, and KLSPEC_LLAMA_INSTALL names that llama.cpp install.
 """
@@ -30,8 +30,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-sys.path.insert(0, str(HERE))
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE.parent / "lib"))  # bench/lib: bench_common, llama_bench_lib
 import llama_bench_lib as lb  # noqa: E402
 from bench_common import cpu_header, klspec_generate as generate_json, llama_speculative_simple, run  # noqa: E402
 
@@ -144,8 +144,8 @@ def main():
         else:
             targets[name] = ROOT / "build" / "models" / GROWN.format(name)
     if any(not p.exists() for p in targets.values()):
-        log("growing the benchmark targets (bench/grow_target.py)")
-        run([sys.executable, HERE / "grow_target.py", "--quantize", "Q8_0,Q4_0,Q4_K_M"])
+        log("growing the benchmark targets (bench/grown_target/grow_target.py)")
+        run([sys.executable, HERE.parent / "grown_target" / "grow_target.py", "--quantize", "Q8_0,Q4_0,Q4_K_M"])
 
     # 1. llama-bench cost curves.
     curves = {name: store.get(f"curve-{name}", lambda p=path: llama_curve(llama_bin / "llama-bench", lib_path, p, t, a.reps))
@@ -217,7 +217,7 @@ def write_report(a, targets, curves, draft_curve, results, configs, tau, calibra
     L = ["# Speed", "",
          "What speculation gains on this machine, per weight type of the target, every ratio measured side by side",
          "in one run. Regenerate (about 25 minutes on 2 cores; resumes when interrupted):", "",
-         "```", "/usr/bin/python3 bench/speed_report.py", "```", "",
+         "```", "/usr/bin/python3 bench/speed/speed_report.py", "```", "",
          f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, klspec {commit}, pinned llama.cpp de3ff815 "
          f"(llamafile sgemm on, as the default build), `-t {a.threads}`:", ""]
     L += cpu_header() + [""]

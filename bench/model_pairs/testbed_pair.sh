@@ -1,9 +1,9 @@
 #!/bin/bash
 # The testbed pair's issue-7 measurements in one run: grow the small target to tb-target and export both
 # GGUFs (F16), PyTorch pair statistics (tools/testbed/pair_stats.py), word-problem speed at 2 threads with
-# llamafile's sgemm off and on (bench/engine_throughput.py: target-only, vanilla and KL tau 0.5 at gamma 8
+# llamafile's sgemm off and on (bench/speed/engine_throughput.py: target-only, vanilla and KL tau 0.5 at gamma 8
 # and 16), and judge sweeps (sgemm on) per family.
-# Usage: bench/testbed_pair.sh OUT K LIMIT   (K problems per family for pair_stats, LIMIT for the word sweeps;
+# Usage: bench/model_pairs/testbed_pair.sh OUT K LIMIT   (K problems per family for pair_stats, LIMIT for the word sweeps;
 # SPEED_LIMIT, default 100, for the speed runs; 60 for the choice and trace sweeps)
 # Environment: SMALL, DRAFT (train.py checkpoints; default the committed tb-small-v7w / tb-draft-v7); TARGET, a
 # fine-tuned tb-target checkpoint, replaces SMALL and the growth step (pair_stats then runs on it),
@@ -12,7 +12,7 @@
 # Needs both cores idle: the 2-thread runs stall when another job holds a core.
 set -euo pipefail
 OUT=$(realpath -m "$1"); K=$2; LIMIT=$3
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 SMALL=${SMALL:-tools/testbed/checkpoints/tb-small-v7w.pt}; DRAFT=${DRAFT:-tools/testbed/checkpoints/tb-draft-v7.pt}
 TARGET=${TARGET:-}
 mkdir -p $OUT
@@ -35,7 +35,7 @@ echo "$(date +%T) pair_stats -k $K"
 /usr/bin/python3 tools/testbed/pair_stats.py $STATS_PT $DRAFT -k $K | tee $OUT/pair_stats.txt
 SPEED_LIMIT=${SPEED_LIMIT:-100}
 echo "$(date +%T) speed (word, $SPEED_LIMIT problems, 2 threads, sgemm off/on)"
-python3 bench/engine_throughput.py --dataset data/testbed_word_test.jsonl --limit $SPEED_LIMIT --repeats 1 \
+python3 bench/speed/engine_throughput.py --dataset data/testbed_word_test.jsonl --limit $SPEED_LIMIT --repeats 1 \
   --common "-t 2 -n 384 -m $OUT/tb-target.gguf" --lib-path sgemm-off=$I/lib --lib-path sgemm-on=$ON \
   --config "target-only:" --config "vanilla γ 8:-md $OUT/tb-draft.gguf --draft-max 8" \
   --config "vanilla γ 16:-md $OUT/tb-draft.gguf --draft-max 16" \

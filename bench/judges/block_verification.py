@@ -3,7 +3,7 @@
 per target call), acceptance and accuracy per temperature, with the block-minus-token MAT difference's 95 %
 interval (paired bootstrap over problems, 2000 resamples). Fixed γ 8, the vanilla judge, the same seed.
 
-  /usr/bin/python3 bench/block_verification.py [--limit 150] [--temps 0.7,1.0] [--work ~/.cache/klspec/blockverify]
+  /usr/bin/python3 bench/judges/block_verification.py [--limit 150] [--temps 0.7,1.0] [--work ~/.cache/klspec/blockverify]
 
 Each `klspec bench` run is kept under --work (JSON summary and per-problem JSONL) and reused by a rerun.
 """
@@ -13,7 +13,7 @@ import random
 import subprocess
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def bench(work, temp, verify, limit, threads):
