@@ -29,8 +29,8 @@ else
   # the grown model computes the small one's function, so pair_stats runs on the (10x cheaper) small one
   TARGET_PT=$OUT/tb-grown.pt; STATS_PT=$SMALL
 fi
-PYTHONPATH=$GP /usr/bin/python3 tools/reasoning_pair/export_gguf.py $TARGET_PT $OUT/tb-target.gguf --f16 | tail -1
-PYTHONPATH=$GP /usr/bin/python3 tools/reasoning_pair/export_gguf.py $DRAFT $OUT/tb-draft.gguf --f16 | tail -1
+PYTHONPATH=$GP /usr/bin/python3 tools/training/export_gguf.py $TARGET_PT $OUT/tb-target.gguf --f16 | tail -1
+PYTHONPATH=$GP /usr/bin/python3 tools/training/export_gguf.py $DRAFT $OUT/tb-draft.gguf --f16 | tail -1
 echo "$(date +%T) pair_stats -k $K"
 /usr/bin/python3 tools/testbed/pair_stats.py $STATS_PT $DRAFT -k $K | tee $OUT/pair_stats.txt
 SPEED_LIMIT=${SPEED_LIMIT:-100}

@@ -25,11 +25,11 @@ import argparse
 import os
 import sys
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # one core: see reasoning_pair/train.py
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # one core: see training/train.py
 import torch  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "reasoning_pair"))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "training"))
 from model import PRESETS, Config, Llama, config_dict  # noqa: E402
 
 

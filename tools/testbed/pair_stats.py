@@ -29,7 +29,7 @@ import torch  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(REPO, "tools", "reasoning_pair"))
+sys.path.insert(0, os.path.join(REPO, "tools", "training"))
 import scorers  # noqa: E402
 from evaluate import load  # noqa: E402
 from tok512 import BOS_ID, EOS_ID, Tok512  # noqa: E402

@@ -23,9 +23,9 @@ except ImportError:
     torch = None
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-RP = os.path.join(os.path.dirname(HERE), "reasoning_pair")
+TRAINING = os.path.join(os.path.dirname(HERE), "training")
 sys.path.insert(0, HERE)
-sys.path.insert(0, RP)
+sys.path.insert(0, TRAINING)
 
 
 def llama_prefix():
@@ -51,7 +51,7 @@ class Export(unittest.TestCase):
         cls.tmp = tempfile.TemporaryDirectory()
         lib = os.path.dirname(glob.glob(os.path.join(cls.prefix, "lib*", "libllama.so*"))[0])
         cls.dump = os.path.join(cls.tmp.name, "dump_logits")
-        r = subprocess.run(["g++", "-O2", "-std=c++17", os.path.join(RP, "dump_logits.cpp"),
+        r = subprocess.run(["g++", "-O2", "-std=c++17", os.path.join(TRAINING, "dump_logits.cpp"),
                             "-I" + os.path.join(cls.prefix, "include"), "-L" + lib, "-Wl,-rpath," + lib,
                             "-lllama", "-o", cls.dump], capture_output=True, text=True)
         if r.returncode != 0:
@@ -74,7 +74,7 @@ class Export(unittest.TestCase):
     def export(self, f16):
         out = os.path.join(self.tmp.name, "m16.gguf" if f16 else "m32.gguf")
         env = dict(os.environ, PYTHONPATH=os.path.join(self.prefix, "..", "src", "gguf-py"))
-        subprocess.run([sys.executable, os.path.join(RP, "export_gguf.py"), self.ckpt, out] + (["--f16"] if f16 else []),
+        subprocess.run([sys.executable, os.path.join(TRAINING, "export_gguf.py"), self.ckpt, out] + (["--f16"] if f16 else []),
                        check=True, env=env, capture_output=True)
         return out
 

@@ -367,7 +367,7 @@ class Tokenization(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        sys.path.insert(0, os.path.join(REPO, "tools", "reasoning_pair"))
+        sys.path.insert(0, os.path.join(REPO, "tools", "training"))
         from tok512 import DEFAULT_PATH, Tok512
         if not os.path.exists(DEFAULT_PATH):
             raise unittest.SkipTest(f"{DEFAULT_PATH} missing")

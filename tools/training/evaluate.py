@@ -19,6 +19,7 @@ import torch  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "reasoning_pair"))  # the v1 problems' taskgen
 import taskgen  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "testbed"))

@@ -12,6 +12,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "reasoning_pair"))  # the v1 problems' taskgen
 import taskgen  # noqa: E402
 from evaluate import load  # noqa: E402  (also pins OpenBLAS to one thread)
 from tok512 import BOS_ID, EOS_ID, Tok512  # noqa: E402

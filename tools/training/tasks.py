@@ -1,7 +1,7 @@
 """Task sources for train.py: where training problems and validation problems come from, and how an
 answer is scored.
 
-  reasoning   the v1 arithmetic word problems (taskgen.py, this folder); one family
+  reasoning   the v1 arithmetic word problems (tools/reasoning_pair/taskgen.py); one family
   testbed     the testbed v2 families (tools/testbed/families.py): word, choice, trace, mixed with
               --mix weights (per problem), each scored by its benchmark's scorer
 """
@@ -10,6 +10,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTBED = os.path.join(os.path.dirname(HERE), "testbed")
+REASONING = os.path.join(os.path.dirname(HERE), "reasoning_pair")
 
 
 class ReasoningTasks:
@@ -18,7 +19,7 @@ class ReasoningTasks:
     max_new = 96
 
     def __init__(self):
-        sys.path.insert(0, HERE)
+        sys.path.insert(0, REASONING)
         import taskgen
         self.taskgen = taskgen
 
