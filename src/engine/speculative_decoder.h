@@ -5,7 +5,8 @@
 // owns; SpeculativeDecoder::step() advances every active sequence by one target call, drafting them in
 // one batch per depth and verifying all their drafts in ONE target batch. generate() is a short loop
 // over step() for one sequence; forward() is the teacher-forced verb (logits and hidden states of any
-// token sequence) for mining and scoring.
+// token sequence) for mining and scoring. The step's stages live in drafting.cpp, draft_length_choice.cpp
+// and verification.cpp (docs/architecture.md).
 #pragma once
 
 #include <array>
@@ -218,19 +219,54 @@ private:
                         const std::function<void(size_t index, int32_t row)>& on_row);
     // Throws PromptError for a prompt that is empty or leaves no room to generate in the context.
     void check_prompt(std::span<const int32_t> prompt_tokens) const;
-    // Sets every active sequence's γ for this step from its policy (the Auto ones chosen together).
+    // The step's stages, in order (DESIGN.md "One speculative step"). 0. The draft length
+    // (draft_length_choice.cpp): every active sequence's γ from its policy, the Auto ones chosen together.
     void choose_draft_lengths_for(std::span<Sequence* const> active);
-    // The n-gram drafter's proposals, up to each sequence's cap, for the sequences that may draft.
-    void lookup_ngram_drafts(std::span<Sequence* const> active);
     // The sequence as the cost model sees it, drafting with `drafter`.
     DraftCandidate draft_candidate(const Sequence& seq, DraftSource drafter, int32_t min_length, int32_t max_length) const;
     // Times target batches up to the largest a step can send (every sequence drafting `draft_max`) and
     // draft batches up to one token per sequence, all of `token` on sequence `id` from the given positions
     // (the cells are removed afterwards): the cost model's starting curves.
     void time_step_costs(int32_t token, int32_t id, int32_t target_pos, int32_t draft_pos, int32_t draft_max);
+
+    // 1. Drafting (drafting.cpp), the n-gram drafters and the draft model behind one seam. The n-gram
+    // drafter's proposals, up to each sequence's cap, for the sequences that may draft (before γ is chosen).
+    void lookup_ngram_drafts(std::span<Sequence* const> active);
     void draft_all(std::span<Sequence* const> active);
+    // Takes the n-gram drafts cut to γ; returns the sequences the draft model drafts for.
+    std::vector<Sequence*>& take_ngram_drafts(std::span<Sequence* const> active);
+    // The draft model's depth 0: the tokens its cache lacks, up to `last`.
+    void add_draft_catch_up(std::span<Sequence* const> drafting);
+    // Reads one draft row of the sequence (its hidden state, its next draft token); true when that token
+    // must be fed at the next depth.
+    bool draft_from_row(Sequence& seq, int32_t row);
+    struct DraftPick {
+        int32_t token;
+        float probability;  // under the draft's shaped distribution (1 when nobody reads it)
+    };
+    DraftPick pick_draft_token(Sequence& seq, int32_t row);
+
+    // 2. Verification (verification.cpp): every sequence's `last` and drafts in ONE target batch.
     void verify_all(std::span<Sequence* const> active);
+    // 3-6 for one sequence: the acceptance run, the evidence and statistics, emission, rollback.
     void judge_emit_roll_back(Sequence& seq, const StepCallback& on_step);
+    class StepPositions;  // what the acceptance step reads at each draft position
+    // 3. Acceptance: judges in order up to the first rejection; sets the sequence's emitted tokens.
+    StepOutcome judge(Sequence& seq, StepPositions& positions);
+    // 4. The cost model's evidence (draft_length_choice.cpp): each drafter's acceptance, llama.cpp's
+    // drafters told what was kept; the acceptance rate this step's γ was chosen on; Adaptive's next budget.
+    void record_drafter_evidence(Sequence& seq, const StepOutcome& outcome);
+    double acceptance_estimate(const Sequence& seq) const;
+    void adapt_draft_budget(Sequence& seq, const StepOutcome& outcome);
+    // The step's statistics, and every judged position to the observer.
+    void record_step_stats(Sequence& seq, const StepOutcome& outcome);
+    void observe(const Sequence& seq, StepPositions& positions, double chosen_on);
+    // 5. Emission with the stop rules, the callback told; true when the sequence finished.
+    bool emit(Sequence& seq, const StepCallback& on_step);
+    // Appends the step's tokens to the output until a stop rule ends it; returns how many were emitted.
+    size_t append_until_stop(Sequence& seq);
+    // 6. Rollback: both caches keep `last` and the accepted drafts.
+    void roll_back(Sequence& seq, const StepOutcome& outcome);
     // Marks the sequence finished (its stop reason already set), tells the callback, frees its cache cells.
     void finish(Sequence& seq, const StepCallback& on_step, std::span<const int32_t> step_tokens = {});
 

@@ -137,7 +137,9 @@ TEST(JudgesEndToEnd, OutsideTheJudgeSpanEveryTokenIsTheTargetsChoice) {
         const test::SpanCheck think_check = check_outside_span(prompt, think, closed);
         EXPECT_GT(think_check.outside, 10) << prompt;
         EXPECT_EQ(think_check.not_target_choice, 0) << prompt;
-        if (prompt.find("upon") != std::string::npos) EXPECT_GT(think.stats.relaxed_accepted, 0) << prompt;
+        if (prompt.find("upon") != std::string::npos) {
+            EXPECT_GT(think.stats.relaxed_accepted, 0) << prompt;
+        }
 
         // The check has teeth: relaxing the whole output leaves the target's choice after the period.
         kl.span = JudgeSpan{};

@@ -1,0 +1,200 @@
+// Choosing each step's draft length (γ) and the cost model's bookkeeping: the measured step costs, each
+// drafter's acceptance evidence after a step, and the policy (Fixed, Adaptive, or Auto: core/draft_length.h).
+#include <algorithm>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "engine/decoder_helpers.h"
+#include "engine/speculative_decoder.h"
+
+namespace klspec {
+namespace detail {
+namespace {
+
+// Whether llama.cpp decodes the batch in one micro-batch: only those calls time a batch of its size.
+bool is_one_micro_batch(const Batch& batch) {
+    const llama_batch& b = batch.get();
+    std::vector<BatchShare> shares;
+    for (int32_t i = 0; i < b.n_tokens; ++i) {
+        if (shares.empty() || shares.back().sequence_id != b.seq_id[i][0]) shares.push_back({b.seq_id[i][0], 0});
+        ++shares.back().tokens;
+    }
+    return sequential_equal_split(shares).size() == 1;
+}
+
+}  // namespace
+
+void record_cost(BatchCostCurve& curve, const Batch& batch, double seconds) {
+    if (is_one_micro_batch(batch)) {
+        curve.record(batch.size(), seconds);
+    } else {
+        curve.record_untimed();
+    }
+}
+
+}  // namespace detail
+
+using detail::common_prefix;
+using detail::to_int;
+
+void SpeculativeDecoder::set_step_costs(BatchCostCurve verify, BatchCostCurve draft) {
+    verify_costs_ = std::move(verify);
+    draft_costs_ = std::move(draft);
+    costs_calibrated_ = true;
+    measure_costs_ = false;
+}
+
+void SpeculativeDecoder::choose_draft_lengths_for(std::span<Sequence* const> active) {
+    // Each sequence's cap: draft-max, -n and the context; Fixed / Adaptive take their budget within it.
+    std::vector<int32_t>& caps = draft_caps_;
+    caps.clear();
+    for (Sequence* seq : active) {
+        const GenerationOptions& options = seq->options_;
+        const int32_t wanted = options.max_tokens - to_int(seq->result_.tokens.size());
+        const bool first_alone = options.first_token_alone && seq->result_.tokens.empty();
+        const bool can_draft = ngram_ || (draft_ctx_ && !seq->draft_unreadable_);
+        const int32_t cap = can_draft && !first_alone ? std::max(0, std::min({options.draft_max, wanted - 1,
+                                                                              target_ctx_.n_ctx() - seq->target_cached_ - 1}))
+                                                      : 0;
+        caps.push_back(options.draft_policy == DraftPolicy::Off ? 0 : cap);
+        seq->gamma_ = std::min(seq->draft_budget_, caps.back());
+    }
+    // The n-gram drafts first (a lookup: microseconds), so that the choice knows which sequences have one and
+    // how long it is; where none is found, the draft model drafts, or no one does.
+    lookup_ngram_drafts(active);
+    std::vector<int32_t>& model_caps = model_draft_caps_;  // what the draft model may draft, where it may
+    model_caps.clear();
+    bool any_auto = false;
+    for (size_t s = 0; s < active.size(); ++s) {
+        Sequence& seq = *active[s];
+        model_caps.push_back(draft_ctx_ && !seq.draft_unreadable_ ? caps[s] : 0);
+        caps[s] = seq.ngram_drafts_ ? std::min(caps[s], seq.ngram_found_) : model_caps[s];
+        seq.gamma_ = std::min(seq.gamma_, caps[s]);
+        any_auto = any_auto || (seq.options_.draft_policy == DraftPolicy::Auto && caps[s] > 0);
+    }
+    if (!any_auto) return;
+    if (!costs_calibrated_) {
+        // On a sequence that drafts: the draft can read its last token (docs/judges.md, padded targets).
+        size_t drafting = 0;
+        while (active[drafting]->options_.draft_policy != DraftPolicy::Auto || caps[drafting] == 0) ++drafting;
+        const Sequence& seq = *active[drafting];
+        time_step_costs(seq.tokens_.back(), seq.id_, seq.target_cached_, seq.draft_cached_, seq.options_.draft_max);
+    }
+    std::vector<DraftCandidate> candidates;
+    for (size_t s = 0; s < active.size(); ++s) {
+        Sequence& seq = *active[s];
+        const bool automatic = seq.options_.draft_policy == DraftPolicy::Auto && caps[s] > 0;
+        if (!automatic) {
+            candidates.push_back(draft_candidate(seq, seq.draft_source(), seq.gamma_, seq.gamma_));
+            continue;
+        }
+        DraftCandidate candidate = draft_candidate(seq, seq.draft_source(), 0, caps[s]);
+        // Both drafters can draft: the one whose best length promises more tokens per second on its own (an
+        // n-gram that rarely hits gives way to the draft model; a long, free, accepted n-gram draft wins).
+        if (seq.ngram_drafts_ && model_caps[s] > 0) {
+            DraftCandidate by_model = draft_candidate(seq, DraftSource::Model, 0, model_caps[s]);
+            if (choose_draft_lengths(verify_costs_, draft_costs_, std::span(&by_model, 1)).tokens_per_second() >
+                choose_draft_lengths(verify_costs_, draft_costs_, std::span(&candidate, 1)).tokens_per_second()) {
+                candidate = std::move(by_model);
+                caps[s] = model_caps[s];
+                seq.ngram_drafts_ = false;
+            }
+        }
+        candidates.push_back(std::move(candidate));
+    }
+    const DraftChoice choice = choose_draft_lengths(verify_costs_, draft_costs_, candidates);
+    for (size_t s = 0; s < active.size(); ++s) {
+        if (candidates[s].min_length == candidates[s].max_length) continue;
+        active[s]->gamma_ = active[s]->probe_.adjust(choice.lengths[s], candidates[s].max_length);
+    }
+}
+
+DraftCandidate SpeculativeDecoder::draft_candidate(const Sequence& seq, DraftSource drafter, int32_t min_length,
+                                                   int32_t max_length) const {
+    // The drafter's profile over depths, at the sequence's level: its running rate for that drafter (shrunk to
+    // the decoder's) against the decoder's.
+    const size_t source = static_cast<size_t>(drafter);
+    const double decoder_rate = decoder_acceptance_[source].rate(AcceptanceEstimate::kDecoderPrior);
+    const double scale = seq.acceptance_estimates_[source].rate(decoder_rate) / decoder_rate;
+    const bool lookup = drafter == DraftSource::Ngram;
+    return {seq.id_, depth_acceptance_[source].rates(std::max(max_length, 1), scale), min_length, max_length,
+            !lookup, lookup ? ngram_lookup_seconds_ : 0.0};
+}
+
+void SpeculativeDecoder::calibrate_step_costs(int32_t draft_max) {
+    if ((!draft_ctx_ && !ngram_) || costs_calibrated_) return;
+    if (draft_max < 1) throw Error(fmt::format("calibrate_step_costs: draft_max must be at least 1, got {}", draft_max));
+    // Id 0 is a token of both vocabularies; what the rows compute does not matter, only how long they take.
+    time_step_costs(/*token=*/0, /*id=*/0, /*target_pos=*/0, /*draft_pos=*/0, draft_max);
+}
+
+void SpeculativeDecoder::time_step_costs(int32_t token, int32_t id, int32_t target_pos, int32_t draft_pos,
+                                         int32_t draft_max) {
+    costs_calibrated_ = true;
+    // Sizes 1, 2, 4, ... and the largest, each timed twice (the first call builds llama.cpp's graph, the
+    // second reuses it) after an untimed warm-up call; every row outputs logits, as in a step. The running
+    // averages then follow the sizes steps really send.
+    const auto time_sizes = [token, id](ModelContext& ctx, Batch& batch, int32_t first_pos, int32_t largest,
+                                        BatchCostCurve& curve) {
+        std::vector<int32_t> sizes = {largest};
+        for (int32_t size = 1; size < largest; size *= 2) sizes.insert(sizes.end(), {size, size});
+        sizes.insert(sizes.end(), {largest, largest});
+        for (size_t i = 0; i < sizes.size() && first_pos + sizes[i] <= ctx.n_ctx(); ++i) {
+            batch.reserve(sizes[i]);
+            batch.clear();
+            for (int32_t j = 0; j < sizes[i]; ++j) batch.add(token, first_pos + j, id, true);
+            const double before = ctx.decode_seconds();
+            ctx.decode(batch);
+            if (i > 0) curve.record(sizes[i], ctx.decode_seconds() - before);
+            ctx.truncate(id, first_pos);
+        }
+    };
+    time_sizes(target_ctx_, target_batch_, target_pos, n_sequences() * (draft_max + 1), verify_costs_);
+    if (draft_ctx_) time_sizes(*draft_ctx_, draft_batch_, draft_pos, n_sequences(), draft_costs_);
+}
+
+void SpeculativeDecoder::record_drafter_evidence(Sequence& seq, const StepOutcome& outcome) {
+    // Each drafter's evidence fades by a step; the one that drafted gains some, and so does an n-gram
+    // proposal the step did not use (the draft model drafted, or γ 0 was chosen), from what it would have
+    // kept: a free measurement, so a drafter that lost the choice is still measured.
+    const auto record = [&](DraftSource drafter, int32_t drafted, int32_t kept) {
+        const size_t d = static_cast<size_t>(drafter);
+        seq.acceptance_estimates_[d].record(drafted, kept);
+        if (drafted > 0) decoder_acceptance_[d].record(drafted, kept);
+        depth_acceptance_[d].record(drafted, kept);
+    };
+    const int32_t k = to_int(seq.drafted_.size());
+    const bool ngram_used = seq.ngram_drafts_ && k > 0;
+    record(DraftSource::Model, ngram_used ? 0 : k, ngram_used ? 0 : outcome.accepted);
+    if (ngram_used) {
+        record(DraftSource::Ngram, k, outcome.accepted);
+        ngram_->accept(seq.id_, outcome.accepted);
+        seq.result_.stats.ngram_drafted += k;
+        seq.result_.stats.ngram_accepted += outcome.accepted;
+    } else if (seq.ngram_found_ > 0) {
+        const int32_t kept = common_prefix(ngram_->draft(seq.id_), seq.emitted_);
+        record(DraftSource::Ngram, std::min(seq.ngram_found_, to_int(seq.emitted_.size())), kept);
+        ngram_->accept(seq.id_, kept);
+    } else {
+        record(DraftSource::Ngram, 0, 0);
+    }
+}
+
+double SpeculativeDecoder::acceptance_estimate(const Sequence& seq) const {
+    const size_t source = static_cast<size_t>(seq.draft_source());
+    return seq.acceptance_estimates_[source].rate(decoder_acceptance_[source].rate(AcceptanceEstimate::kDecoderPrior));
+}
+
+void SpeculativeDecoder::adapt_draft_budget(Sequence& seq, const StepOutcome& outcome) {
+    // Adaptive γ (the heuristic of Hugging Face's assisted generation): longer after a fully accepted draft,
+    // shorter after a rejection.
+    const GenerationOptions& options = seq.options_;
+    const int32_t k = to_int(seq.drafted_.size());
+    if (options.draft_policy != DraftPolicy::Adaptive || k == 0) return;
+    const int32_t budget = outcome.accepted == k ? seq.draft_budget_ + 2 : seq.draft_budget_ - 1;
+    seq.draft_budget_ = std::clamp(budget, std::max(1, options.draft_min), options.draft_max);
+}
+
+}  // namespace klspec

@@ -1,0 +1,210 @@
+// Stages 2-6 of a step: verification (every sequence's `last` and drafts in ONE target batch), then per
+// sequence the acceptance run (core/acceptance.h), the cost model's evidence and the statistics, the observer,
+// emission with the stop rules, and the rollback of both caches to the accepted tokens.
+#include <utility>
+
+#include "engine/decoder_helpers.h"
+#include "engine/speculative_decoder.h"
+
+namespace klspec {
+
+using detail::Clock;
+using detail::seconds_since;
+using detail::step_logprobs;
+using detail::to_int;
+
+void SpeculativeDecoder::verify_all(std::span<Sequence* const> active) {
+    const auto start = Clock::now();
+    int32_t needed = 0;
+    for (const Sequence* seq : active) needed += 1 + to_int(seq->drafted_.size());
+    target_batch_.reserve(needed);
+    target_batch_.clear();
+    for (Sequence* seq : active) {
+        int32_t pos = seq->target_cached_;
+        seq->verify_row_ = target_batch_.add(seq->tokens_.back(), pos++, seq->id_, true);
+        // A draft token outside the target's vocabulary ends the draft unverified (drafting.cpp).
+        for (const int32_t token : seq->drafted_)
+            if (token < n_target_vocab_) target_batch_.add(token, pos++, seq->id_, true);
+    }
+    const double llama_start = target_ctx_.decode_seconds();
+    target_ctx_.decode(target_batch_);
+    const double seconds = seconds_since(start);
+    const double llama_seconds = target_ctx_.decode_seconds() - llama_start;
+    if (measure_costs_) detail::record_cost(verify_costs_, target_batch_, llama_seconds);
+    for (Sequence* seq : active) {
+        ++seq->result_.stats.target_calls;
+        seq->result_.stats.verify_seconds += seconds;
+        seq->result_.stats.llama_decode_seconds += llama_seconds;
+    }
+}
+
+// What the acceptance step and the observer read at each judged position of one sequence's step. Lazy:
+// target rows after the first rejection are never shaped.
+class SpeculativeDecoder::StepPositions final : public PositionSource {
+public:
+    StepPositions(SpeculativeDecoder& decoder, Sequence& seq) : decoder_(decoder), seq_(seq) {
+        if (seq.options_.sampling.greedy()) return;
+        const size_t rows = seq.drafted_.size() + 1;
+        seq.target_rows_.resize(rows * static_cast<size_t>(decoder.target_.n_vocab()));
+        seq.target_row_shaped_.assign(rows, 0);
+    }
+
+    std::span<const float> target_logits(int32_t i) {
+        const std::span<const float> raw = decoder_.target_ctx_.logits(seq_.verify_row_ + i);
+        if (seq_.options_.sampling.greedy()) return raw;
+        const size_t n = raw.size();
+        const std::span<float> row(seq_.target_rows_.data() + static_cast<size_t>(i) * n, n);
+        // Shaped once per step: the observer asks for the rows the acceptance step already used.
+        if (!seq_.target_row_shaped_[static_cast<size_t>(i)]) {
+            shape_logits(raw, seq_.options_.sampling, row, decoder_.shaping_);
+            seq_.target_row_shaped_[static_cast<size_t>(i)] = 1;
+        }
+        return row;
+    }
+
+    DraftPosition position(int32_t i) override {
+        const size_t n = static_cast<size_t>(decoder_.n_draft_vocab_);
+        const size_t at = static_cast<size_t>(i);
+        DraftPosition p;
+        p.target_logits = target_logits(i);
+        // Rows are kept only where someone reads them (drafting.cpp); an n-gram draft has none.
+        if (!seq_.ngram_drafts_ && seq_.draft_rows_.size() >= (at + 1) * n)
+            p.draft_logits = std::span<const float>(seq_.draft_rows_.data() + at * n, n);
+        if (!seq_.ngram_drafts_ && !seq_.options_.sampling.greedy())
+            p.draft_probabilities = std::span<const float>(seq_.draft_probs_.data() + at * n, n);
+        p.draft_token = seq_.drafted_[at];
+        if (!seq_.draft_in_span_.empty()) p.in_span = seq_.draft_in_span_[at] != 0;
+        // A draft token outside the target's vocabulary has no verification row (and no judge reads it).
+        if (seq_.judge_->needs_hidden_states() && p.draft_token < decoder_.n_target_vocab_) {
+            const size_t n_embd = static_cast<size_t>(decoder_.draft_ctx_->model().n_embd());
+            p.draft_hidden = std::span<const float>(seq_.draft_hidden_.data() + at * n_embd, n_embd);
+            p.target_hidden = decoder_.target_ctx_.hidden_state(seq_.verify_row_ + 1 + i);  // row of input d_i
+        }
+        return p;
+    }
+
+private:
+    SpeculativeDecoder& decoder_;
+    Sequence& seq_;
+};
+
+void SpeculativeDecoder::judge_emit_roll_back(Sequence& seq, const StepCallback& on_step) {
+    const auto start = Clock::now();
+    StepPositions positions(*this, seq);
+    // What this step's γ was chosen on (approximately: other sequences' steps may have moved the prior since).
+    const double chosen_on = acceptance_estimate(seq);
+    const StepOutcome outcome = judge(seq, positions);
+    record_drafter_evidence(seq, outcome);
+    record_step_stats(seq, outcome);
+    if (observer_) observe(seq, positions, chosen_on);
+    if (!emit(seq, on_step)) {
+        roll_back(seq, outcome);
+        adapt_draft_budget(seq, outcome);
+    }
+    seq.result_.stats.other_seconds += seconds_since(start) - outcome.judge_seconds;
+}
+
+StepOutcome SpeculativeDecoder::judge(Sequence& seq, StepPositions& positions) {
+    // Where the span is open for each draft, as if every draft before it were kept (a draft is judged only
+    // then): the tracker runs ahead on a copy. A token the target lacks has no text there (it is rejected).
+    seq.draft_in_span_.clear();
+    if (!seq.options_.judge_span.is_all()) {
+        SpanTracker ahead = seq.span_;
+        for (const int32_t token : seq.drafted_)
+            seq.draft_in_span_.push_back(ahead.feed_and_check(token < n_target_vocab_ ? target_.piece(token, true) : ""));
+    }
+    const int32_t k = to_int(seq.drafted_.size());
+    // The bonus row exists unless the last draft was outside the target's vocabulary (then never needed: it is
+    // rejected).
+    const bool bonus_row = k == 0 || seq.drafted_.back() < n_target_vocab_;
+    const StepOutcome outcome = seq.acceptance_.run(k, positions, bonus_row ? positions.target_logits(k) : std::span<const float>(),
+                                                    seq.rng_);
+    // The step's tokens: the accepted drafts, then the target's.
+    seq.emitted_.assign(seq.drafted_.begin(), seq.drafted_.begin() + outcome.accepted);
+    seq.emitted_.push_back(outcome.next_token);
+    return outcome;
+}
+
+void SpeculativeDecoder::record_step_stats(Sequence& seq, const StepOutcome& outcome) {
+    GenerationStats& stats = seq.result_.stats;
+    const int32_t k = to_int(seq.drafted_.size());
+    stats.drafted += k;
+    stats.draft_length_sum += seq.gamma_;
+    stats.target_only_steps += k == 0;
+    stats.accepted += outcome.accepted;
+    stats.relaxed_accepted += outcome.relaxed_accepted;
+    stats.judge_seconds += outcome.judge_seconds;
+    stats.span_blocked += outcome.span_blocked;
+}
+
+void SpeculativeDecoder::observe(const Sequence& seq, StepPositions& positions, double chosen_on) {
+    const std::span<const PositionVerdict> verdicts = seq.acceptance_.verdicts();
+    for (size_t i = 0; i < verdicts.size(); ++i) {
+        JudgedPosition judged = describe_position(positions.position(static_cast<int32_t>(i)));
+        judged.sequence_id = seq.id_;
+        judged.position = seq.target_cached_ + 1 + static_cast<int64_t>(i);
+        judged.verdict = verdicts[i];
+        judged.draft_length = seq.gamma_;
+        judged.acceptance_estimate = chosen_on;
+        observer_(judged);
+    }
+}
+
+bool SpeculativeDecoder::emit(Sequence& seq, const StepCallback& on_step) {
+    const size_t n_emitted = append_until_stop(seq);
+    const std::span<const int32_t> step_tokens(seq.emitted_.data(), n_emitted);
+    if (seq.finished_) {
+        finish(seq, on_step, step_tokens);
+    } else if (on_step && on_step(StepResult{seq.id_, step_tokens, seq.stream_.take_stable(), false,
+                                             seq.acceptance_.verdicts(), step_logprobs(seq, step_tokens.size())})) {
+        seq.result_.stop_reason = StopReason::Cancelled;
+        finish(seq, {});
+    }
+    return seq.finished_;
+}
+
+size_t SpeculativeDecoder::append_until_stop(Sequence& seq) {
+    // The step's tokens in order; the sequence stops at EOG (not emitted), a stop string or -n.
+    const GenerationOptions& options = seq.options_;
+    GenerationResult& result = seq.result_;
+    size_t n_emitted = 0;
+    for (const int32_t token : seq.emitted_) {
+        if (target_.is_end_of_generation(token)) {
+            result.stop_reason = StopReason::EndOfGeneration;
+            seq.finished_ = true;
+            break;
+        }
+        if (options.logprobs)  // token n_emitted was predicted by the step's target row n_emitted
+            result.logprobs.push_back(
+                token_logprobs(target_ctx_.logits(seq.verify_row_ + to_int(n_emitted)), token, *options.logprobs));
+        ++result.stats.emitted;
+        ++n_emitted;
+        if (!options.judge_span.is_all() && !seq.span_.feed_and_check(target_.piece(token, true))) ++result.stats.outside_span;
+        result.tokens.push_back(token);
+        seq.tokens_.push_back(token);
+        seq.draft_unreadable_ = seq.draft_unreadable_ || (draft_ctx_ && token >= n_draft_vocab_);
+        if (seq.stream_.append(target_.piece(token))) {
+            result.stop_reason = StopReason::StopString;
+            seq.finished_ = true;
+            break;
+        }
+        if (to_int(result.tokens.size()) >= options.max_tokens) {
+            result.stop_reason = StopReason::MaxTokens;
+            seq.finished_ = true;
+            break;
+        }
+    }
+    return n_emitted;
+}
+
+void SpeculativeDecoder::roll_back(Sequence& seq, const StepOutcome& outcome) {
+    // Keep `last` and the accepted drafts in both caches (nothing to drop when every draft was kept).
+    seq.target_cached_ += 1 + outcome.accepted;
+    if (outcome.accepted < to_int(seq.drafted_.size())) target_ctx_.truncate(seq.id_, seq.target_cached_);
+    if (draft_ctx_ && seq.draft_cached_ > seq.target_cached_) {
+        seq.draft_cached_ = seq.target_cached_;
+        draft_ctx_->truncate(seq.id_, seq.draft_cached_);
+    }
+}
+
+}  // namespace klspec
