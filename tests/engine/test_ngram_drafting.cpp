@@ -3,11 +3,13 @@
 // with the automatic draft length; rules that read the draft model are refused up front.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "core/judge_factory.h"
+#include "engine/ngram_drafter.h"
 #include "engine/speculative_decoder.h"
 #include "test_support.h"
 
@@ -133,6 +135,70 @@ TEST(NgramDrafting, TheCostModelDraftsWithTheDrafterThatPaysMore) {
     EXPECT_GT(chained.ngram_drafted, 0);
     EXPECT_LT(chosen.ngram_drafted, chained.ngram_drafted / 2);
     EXPECT_GT(chosen.mat(), chained.mat());
+}
+
+// One step as the decoder's callback saw it: the tokens it emitted, and how many drafts it judged and kept.
+struct ObservedStep {
+    std::vector<int32_t> tokens;
+    size_t judged = 0;
+    size_t accepted = 0;
+};
+
+TEST(NgramDrafting, DraftersHearWhatLlamaCppsOwnLoopWouldTellThem) {
+    // ngram-map-k drafts at most what was accepted after its key last time, and ngram-mod resets after a
+    // streak of low acceptance: what the decoder tells common_speculative_accept changes what they draft
+    // next. Replayed as llama-server's loop drives the same drafter (a draft of at most γ from the tokens so
+    // far; greedy verification keeps the draft's prefix that the target's tokens repeat; accept(that count)
+    // after every non-empty draft), every step must judge and keep exactly what the decoder's step did.
+    const Model target(test::kTargetModel, test::offload());
+    const std::vector<std::string> prompts = repetitive_prompts(target);
+    for (const std::string type : {"ngram-map-k", "ngram-mod"}) {
+        SCOPED_TRACE(type);
+        SpeculativeDecoder decoder(target, nullptr, test_context(), ngram_options({type}));
+        NgramDrafter replay(ngram_options({type}), 1);
+        size_t steps_with_drafts = 0;
+        for (const std::string& prompt : prompts) {
+            GenerationOptions options;
+            options.max_tokens = kTokens;
+            options.draft_max = 6;
+            std::vector<ObservedStep> steps;
+            const GenerationResult result = decoder.generate(prompt, options, [&](const StepResult& step) {
+                ObservedStep& observed = steps.emplace_back();
+                observed.tokens.assign(step.tokens.begin(), step.tokens.end());
+                observed.judged = step.verdicts.size();
+                for (const PositionVerdict& v : step.verdicts) observed.accepted += v.verdict == Verdict::Accepted;
+                return false;
+            });
+            // The target's tokens, step by step: an end-of-generation token ends the last one (not emitted).
+            if (result.stop_reason == StopReason::EndOfGeneration) steps.back().tokens.push_back(target.eos_token().value());
+            std::vector<int32_t> tokens = target.tokenize(prompt, /*add_bos=*/true, /*parse_special=*/true);
+            replay.begin(0, tokens);
+            int32_t generated = 0;
+            for (size_t s = 0; s < steps.size(); ++s) {
+                const ObservedStep& step = steps[s];
+                // The decoder's cap: γ, and one token short of -n (the step's own token comes from the target).
+                const int32_t cap = std::min(options.draft_max, options.max_tokens - generated - 1);
+                std::vector<int32_t> draft;
+                if (cap > 0) {
+                    replay.request(0, tokens, cap);
+                    replay.draft_requested();
+                    draft.assign(replay.draft(0).begin(), replay.draft(0).end());
+                }
+                size_t kept = 0;
+                while (kept < draft.size() && kept < step.tokens.size() && draft[kept] == step.tokens[kept]) ++kept;
+                const size_t judged = kept < draft.size() ? kept + 1 : kept;
+                ASSERT_EQ(step.judged, judged) << "step " << s << " of: " << prompt;
+                ASSERT_EQ(step.accepted, kept) << "step " << s << " of: " << prompt;
+                if (!draft.empty()) {
+                    replay.accept(0, static_cast<int32_t>(kept));
+                    ++steps_with_drafts;
+                }
+                tokens.insert(tokens.end(), step.tokens.begin(), step.tokens.end());
+                generated += static_cast<int32_t>(step.tokens.size());
+            }
+        }
+        EXPECT_GT(steps_with_drafts, 20u);
+    }
 }
 
 TEST(NgramDrafting, TargetOnlyRulesRelaxNgramDrafts) {
