@@ -177,7 +177,9 @@ void add_dataset_options(CLI::App& app, DatasetChoice& dataset, bool with_limit)
                    "{\"question\": PROMPT, \"final\": GOLD, \"scorer\": gsm8k|mmlu-pro|lcb-output|math, \"id\": ID} a line "
                    "(final, scorer and id optional; scorer defaults to gsm8k)")
         ->required();
-    app.add_option("--data-dir", dataset.data_dir, "Where the benchmark folders are")->capture_default_str();
+    app.add_option("--data-dir", dataset.data_dir,
+                   "Where the benchmark folders are (which files, and where to get them: docs/datasets.md)")
+        ->capture_default_str();
     app.add_option("--split", dataset.split, "Which file of a benchmark (test, train, validation)")->capture_default_str();
     if (!with_limit) {
         dataset.full_split = true;  // scoring outputs made elsewhere: any problem of the split
