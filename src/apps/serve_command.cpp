@@ -63,7 +63,7 @@ void run_serve(const ServeOptions& options) {
     server_options.model_name = std::filesystem::path(session.target->path()).stem().string();
     GenerationOptions generation = session.generation;
     generation.cache_prompt = !options.no_cache_prompt;
-    generation.first_token_alone = true;  // a server's time to first token: no draft before the first token
+    generation.first_token_from_prompt = true;  // as llama-server: the first token from the prompt's logits
     const server::RequestDefaults defaults{generation, run.judge, run.context.n_ctx};
     server::Server server(*session.decoder, defaults, server_options);
     const int port = server.bind();

@@ -53,11 +53,9 @@ void SpeculativeDecoder::choose_draft_lengths_for(std::span<Sequence* const> act
     for (Sequence* seq : active) {
         const GenerationOptions& options = seq->options_;
         const int32_t wanted = options.max_tokens - to_int(seq->result_.tokens.size());
-        const bool first_alone = options.first_token_alone && seq->result_.tokens.empty();
         const bool can_draft = ngram_ || (draft_ctx_ && !seq->draft_unreadable_);
-        const int32_t cap = can_draft && !first_alone ? std::max(0, std::min({options.draft_max, wanted - 1,
-                                                                              target_ctx_.n_ctx() - seq->target_cached_ - 1}))
-                                                      : 0;
+        const int32_t room = target_ctx_.n_ctx() - seq->target_cached_ - 1;
+        const int32_t cap = can_draft ? std::max(0, std::min({options.draft_max, wanted - 1, room})) : 0;
         caps.push_back(options.draft_policy == DraftPolicy::Off ? 0 : cap);
         seq->gamma_ = std::min(seq->draft_budget_, caps.back());
     }

@@ -138,6 +138,16 @@ Sequence SpeculativeDecoder::start(int32_t id, std::vector<int32_t> prompt_token
         if (ctx == draft_ctx_.get() && seq.draft_unreadable_) continue;
         ctx->prefill(id, cached_prompt.subspan(static_cast<size_t>(reused)), reused);
     }
+    // The prompt's last token with an output: the first token's logits (the cell is what the first step's
+    // verification would have added).
+    if (seq.options_.first_token_from_prompt && !prompt_tokens.empty() && seq.options_.max_tokens > 0) {
+        target_batch_.reserve(1);
+        target_batch_.clear();
+        target_batch_.add(prompt_tokens.back(), to_int(prompt_tokens.size()) - 1, id, true);
+        target_ctx_.decode(target_batch_);
+        const std::span<const float> logits = target_ctx_.logits(0);
+        seq.prompt_logits_.assign(logits.begin(), logits.end());
+    }
     stats.prompt_seconds = seconds_since(start);
     stats.prompt_cached_tokens = target_reused;
     seq.tokens_ = std::move(prompt_tokens);
@@ -169,7 +179,9 @@ GenerationResult SpeculativeDecoder::generate(const std::string& prompt, Generat
 
 void SpeculativeDecoder::step(std::span<Sequence* const> sequences, const StepCallback& on_step) {
     std::vector<Sequence*>& active = active_;
+    std::vector<Sequence*>& answered = answered_by_prompt_;
     active.clear();
+    answered.clear();
     for (Sequence* seq : sequences) {
         if (seq->finished_) continue;
         // The step's target batch needs one free position at least.
@@ -178,12 +190,21 @@ void SpeculativeDecoder::step(std::span<Sequence* const> sequences, const StepCa
             finish(*seq, on_step);
             continue;
         }
-        active.push_back(seq);
+        (seq->prompt_logits_.empty() ? active : answered).push_back(seq);
     }
-    if (active.empty()) return;
-    choose_draft_lengths_for(active);
-    draft_all(active);
-    verify_all(active);
+    // A sequence with the prompt's logits emits its first token from them: no draft, no target row.
+    for (Sequence* seq : answered) {
+        seq->gamma_ = 0;
+        seq->drafted_.clear();
+        seq->ngram_drafts_ = false;
+        seq->ngram_found_ = 0;
+    }
+    if (!active.empty()) {
+        choose_draft_lengths_for(active);
+        draft_all(active);
+        verify_all(active);
+    }
+    for (Sequence* seq : answered) judge_emit_roll_back(*seq, on_step);
     for (Sequence* seq : active) judge_emit_roll_back(*seq, on_step);
 }
 

@@ -56,9 +56,10 @@ struct GenerationOptions {
     // Keep the sequence's cache cells when it finishes, and start a later sequence on the same id from the
     // longest prefix its prompt shares with them (llama-server's cache_prompt): only the rest is prefilled.
     bool cache_prompt = false;
-    // The first step verifies no draft: the first token comes one single-token target call after the prompt
-    // (a server's time to first token), for the tokens that step's draft would have added.
-    bool first_token_alone = false;
+    // The first token comes from the prompt's logits, as llama-server takes it: the prompt's last token is
+    // prefilled with an output, and the first step emits that one token without a target call or a draft (a
+    // server's time to first token is the prefill alone; docs/judges.md, "What MAT counts").
+    bool first_token_from_prompt = false;
     // Set: every emitted token's log-probability under the target (core/token_logprobs.h), relaxed ones
     // included, with this many most likely alternatives (0..kMaxTopLogprobs).
     std::optional<int32_t> logprobs;
@@ -141,6 +142,8 @@ private:
     std::vector<float> draft_probs_;
     std::vector<float> draft_hidden_;
     std::vector<float> target_rows_;
+    // first_token_from_prompt: the target's logits after the whole prompt, until the first step reads them.
+    std::vector<float> prompt_logits_;
     std::vector<uint8_t> target_row_shaped_;  // which target rows this step has shaped (sampling only)
     int32_t verify_row_ = 0;        // batch row of `last` in the step's target batch
     std::vector<int32_t> emitted_;
@@ -248,6 +251,8 @@ private:
 
     // 2. Verification (verification.cpp): every sequence's `last` and drafts in ONE target batch.
     void verify_all(std::span<Sequence* const> active);
+    // The target's row i of the sequence's step: of the verification batch, or the prompt's logits.
+    std::span<const float> target_row(const Sequence& seq, int32_t i) const;
     // 3-6 for one sequence: the acceptance run, the evidence and statistics, emission, rollback.
     void judge_emit_roll_back(Sequence& seq, const StepCallback& on_step);
     class StepPositions;  // what the acceptance step reads at each draft position
@@ -291,6 +296,7 @@ private:
     // Per step, kept to reuse their memory: the unfinished sequences, those drafting, and each drafting
     // sequence's row in the current draft batch.
     std::vector<Sequence*> active_;
+    std::vector<Sequence*> answered_by_prompt_;  // sequences whose step reads the prompt's logits
     std::vector<Sequence*> drafting_;
     std::vector<int32_t> draft_rows_of_;
     std::vector<int32_t> draft_caps_;     // each active sequence's largest γ this step

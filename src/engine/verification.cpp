@@ -38,6 +38,11 @@ void SpeculativeDecoder::verify_all(std::span<Sequence* const> active) {
     }
 }
 
+std::span<const float> SpeculativeDecoder::target_row(const Sequence& seq, int32_t i) const {
+    if (!seq.prompt_logits_.empty()) return seq.prompt_logits_;  // a step without drafts reads row 0 only
+    return target_ctx_.logits(seq.verify_row_ + i);
+}
+
 // What the acceptance step and the observer read at each judged position of one sequence's step. Lazy:
 // target rows after the first rejection are never shaped.
 class SpeculativeDecoder::StepPositions final : public PositionSource {
@@ -50,7 +55,7 @@ public:
     }
 
     std::span<const float> target_logits(int32_t i) {
-        const std::span<const float> raw = decoder_.target_ctx_.logits(seq_.verify_row_ + i);
+        const std::span<const float> raw = decoder_.target_row(seq_, i);
         if (seq_.options_.sampling.greedy()) return raw;
         const size_t n = raw.size();
         const std::span<float> row(seq_.target_rows_.data() + static_cast<size_t>(i) * n, n);
@@ -101,6 +106,7 @@ void SpeculativeDecoder::judge_emit_roll_back(Sequence& seq, const StepCallback&
         roll_back(seq, outcome);
         adapt_draft_budget(seq, outcome);
     }
+    seq.prompt_logits_.clear();
     seq.result_.stats.other_seconds += seconds_since(start) - outcome.judge_seconds;
 }
 
@@ -176,7 +182,7 @@ size_t SpeculativeDecoder::append_until_stop(Sequence& seq) {
         }
         if (options.logprobs)  // token n_emitted was predicted by the step's target row n_emitted
             result.logprobs.push_back(
-                token_logprobs(target_ctx_.logits(seq.verify_row_ + to_int(n_emitted)), token, *options.logprobs));
+                token_logprobs(target_row(seq, to_int(n_emitted)), token, *options.logprobs));
         ++result.stats.emitted;
         ++n_emitted;
         if (!options.judge_span.is_all() && !seq.span_.feed_and_check(target_.piece(token, true))) ++result.stats.outside_span;

@@ -584,25 +584,39 @@ TEST(Step, PromptCacheStopsAtTheFirstDifferingToken) {
     EXPECT_EQ(with_cache.tokens, run_to_end(fresh, 0, departing, greedy(32, 8)).tokens);
 }
 
-// first_token_alone: the first step verifies no draft, so it emits exactly one token (the server's time to
-// first token); the output is unchanged.
-TEST(Step, FirstTokenAloneEmitsOneTokenFirstAndDecodesTheSame) {
+// first_token_from_prompt: the first token comes from the prompt's logits (as llama-server takes it), so the
+// first step emits exactly that one token without a target call; its logprob is the target's after the
+// prompt, and the output is unchanged.
+TEST(Step, FirstTokenFromThePromptCostsNoTargetCallAndDecodesTheSame) {
     const Model target(test::kTargetModel, test::offload());
     const Model draft(test::kDraftQ4, test::offload());
     SpeculativeDecoder decoder(target, &draft, test_context());
+    const std::string prompt = "Once upon a time";
     GenerationOptions options = greedy(32, 8);
-    const GenerationResult plain = decoder.generate("Once upon a time", options);
-    options.first_token_alone = true;
+    options.logprobs = 0;
+    const GenerationResult plain = decoder.generate(prompt, options);
+    options.first_token_from_prompt = true;
     std::vector<size_t> step_sizes;
-    const GenerationResult alone = decoder.generate("Once upon a time", options, [&](const StepResult& step) {
+    const GenerationResult first = decoder.generate(prompt, options, [&](const StepResult& step) {
         step_sizes.push_back(step.tokens.size());
         return false;
     });
-    EXPECT_EQ(alone.tokens, plain.tokens);
+    EXPECT_EQ(first.tokens, plain.tokens);
     ASSERT_GE(step_sizes.size(), 2u);
     EXPECT_EQ(step_sizes[0], 1u);
+    EXPECT_EQ(first.stats.target_calls + 1, int64_t(step_sizes.size())) << "the first step made a target call";
     EXPECT_GT(*std::max_element(step_sizes.begin() + 1, step_sizes.end()), 1u) << "later steps draft again";
-    EXPECT_EQ(alone.stats.target_only_steps, plain.stats.target_only_steps + 1);
+    const std::vector<int32_t> prompt_tokens = target.tokenize(prompt, /*add_bos=*/true, /*parse_special=*/true);
+    const ForwardResult forward = decoder.forward(ModelRole::Target, prompt_tokens, /*with_hidden=*/false);
+    const std::span<const float> after_prompt(forward.logits.data() + (prompt_tokens.size() - 1) * size_t(forward.n_vocab),
+                                              size_t(forward.n_vocab));
+    ASSERT_FALSE(first.logprobs.empty());
+    EXPECT_NEAR(first.logprobs[0].chosen.logprob, token_logprobs(after_prompt, first.tokens[0], 0).chosen.logprob, 1e-4);
+    // A sequence that ends at its first token (max_tokens 1) makes no target call at all.
+    options.max_tokens = 1;
+    const GenerationResult one = decoder.generate(prompt, options);
+    EXPECT_EQ(one.tokens, std::vector<int32_t>{plain.tokens[0]});
+    EXPECT_EQ(one.stats.target_calls, 0);
 }
 
 }  // namespace
