@@ -55,25 +55,43 @@ void run_serve(const ServeOptions& options) {
     if (!options.api_key_file.empty()) {  // before the models load: a bad file fails at once
         for (std::string& key : read_api_keys(options.api_key_file)) server_options.api_keys.push_back(std::move(key));
     }
-    RunOptions run = options.run;
-    run.context.n_sequences = options.server.slots;
-    run.judge.span = {};  // the server resolves a `think` span with the chat template it applies
-    DecodingSession session = open_session(run);
-    session.generation.judge_span = options.run.judge.span;
-    server_options.model_name = std::filesystem::path(session.target->path()).stem().string();
-    GenerationOptions generation = session.generation;
-    generation.cache_prompt = !options.no_cache_prompt;
-    generation.first_token_from_prompt = true;  // as llama-server: the first token from the prompt's logits
-    const server::RequestDefaults defaults{generation, run.judge, run.context.n_ctx};
-    server::Server server(*session.decoder, defaults, server_options);
+    // The socket first, so that a readiness probe gets an answer while the models load: /health 503
+    // {"status": "loading"} (every other path 503 model_loading) until the models are loaded and the step
+    // costs timed. The stdout line comes only when the server is ready: scripts read it for the port.
+    DecodingSession session;  // declared first: the server (its decoding thread) goes before the models
+    server::Server server(server_options);
     const int port = server.bind();
-    if (generation.draft_policy == DraftPolicy::Auto && (session.decoder->has_draft() || session.decoder->has_ngram_drafter())) {
-        // The automatic draft length's step costs, timed before the first request rather than inside it. On
-        // stderr: the first line of stdout is the listening line, which scripts read for the port.
-        const auto start = std::chrono::steady_clock::now();
-        server.run_on_decoder_thread([&](SpeculativeDecoder& decoder) { decoder.calibrate_step_costs(generation.draft_max); });
-        std::fprintf(stderr, "klspec serve: timed the step costs for --draft-policy auto in %.1f s\n",
-                     std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    std::thread listener([&] { server.listen(); });
+    while (!server.listening()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::fprintf(stderr, "klspec serve: loading on http://%s:%d (/health answers 503 until ready)\n",
+                 server_options.host.c_str(), port);
+    const auto stop_listening = [&] {
+        server.stop();
+        listener.join();
+    };
+    GenerationOptions generation;
+    try {
+        RunOptions run = options.run;
+        run.context.n_sequences = options.server.slots;
+        run.judge.span = {};  // the server resolves a `think` span with the chat template it applies
+        session = open_session(run);
+        session.generation.judge_span = options.run.judge.span;
+        generation = session.generation;
+        generation.cache_prompt = !options.no_cache_prompt;
+        generation.first_token_from_prompt = true;  // as llama-server: the first token from the prompt's logits
+        server.attach(*session.decoder, server::RequestDefaults{generation, run.judge, run.context.n_ctx});
+        if (generation.draft_policy == DraftPolicy::Auto &&
+            (session.decoder->has_draft() || session.decoder->has_ngram_drafter())) {
+            // The automatic draft length's step costs, timed before the first request rather than inside it,
+            // on the thread that decodes (docs/server.md). On stderr: stdout's first line is the listening line.
+            const auto start = std::chrono::steady_clock::now();
+            server.run_on_decoder_thread([&](SpeculativeDecoder& decoder) { decoder.calibrate_step_costs(generation.draft_max); });
+            std::fprintf(stderr, "klspec serve: timed the step costs for --draft-policy auto in %.1f s\n",
+                         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+        }
+    } catch (...) {
+        stop_listening();
+        throw;
     }
 
     std::signal(SIGINT, [](int) { stop_requested = true; });
@@ -88,12 +106,13 @@ void run_serve(const ServeOptions& options) {
                          options.drain_timeout_s);
         server.stop();
     });
+    server.set_ready();
     std::printf("klspec serve: listening on http://%s:%d (model %s, %d slots, judge %s, chat template %s)\n",
-                server_options.host.c_str(), port, server_options.model_name.c_str(), server_options.slots,
-                judge_description(*session.generation.judge, options.run.judge.span).c_str(),
+                server_options.host.c_str(), port, std::filesystem::path(session.target->path()).stem().string().c_str(),
+                server_options.slots, judge_description(*session.generation.judge, options.run.judge.span).c_str(),
                 server.chat_template().origin().c_str());
     std::fflush(stdout);
-    server.listen();
+    listener.join();
     serving = false;
     stop_watcher.join();
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <string_view>
 
@@ -230,26 +231,40 @@ void append_metric(std::string& out, std::string_view name, std::string_view typ
 
 }  // namespace
 
-Server::Server(SpeculativeDecoder& decoder, RequestDefaults defaults, ServerOptions options)
-    : decoder_(decoder),
-      defaults_(std::move(defaults)),
-      options_(std::move(options)),
-      chat_template_(decoder.target(), options_.chat_template),
-      scheduler_(decoder, options_.slots),
-      http_(std::make_unique<httplib::Server>()) {
-    defaults_.n_vocab = decoder.target().n_vocab();
+Server::Server(ServerOptions options) : options_(std::move(options)), http_(std::make_unique<httplib::Server>()) {
     // Handlers block while their request waits or streams: enough threads for every slot, a full queue
     // behind them and /health or /metrics beside them.
     const size_t threads = std::max<size_t>(16, 4 * static_cast<size_t>(options_.slots));
     http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     http_->set_payload_max_length(options_.max_body_bytes);
+    add_routes();
+}
+
+Server::Server(SpeculativeDecoder& decoder, RequestDefaults defaults, ServerOptions options) : Server(std::move(options)) {
+    attach(decoder, std::move(defaults));
+    set_ready();
+}
+
+void Server::attach(SpeculativeDecoder& decoder, RequestDefaults defaults) {
+    if (decoder_ != nullptr) throw Error("the server already has its decoder");
+    chat_template_.emplace(decoder.target(), options_.chat_template);
+    defaults_ = std::move(defaults);
+    defaults_.n_vocab = decoder.target().n_vocab();
+    if (options_.model_name.empty()) options_.model_name = std::filesystem::path(decoder.target().path()).stem().string();
     // A `think` span reads its markers from the template the server applies (--chat-template or the model's).
-    if (const std::optional<ChatTemplate::ReasoningMarkers> markers = chat_template_.reasoning_markers()) {
+    if (const std::optional<ChatTemplate::ReasoningMarkers> markers = chat_template_->reasoning_markers()) {
         defaults_.reasoning_span.open = markers->open;
         defaults_.reasoning_span.close = markers->close;
     }
-    defaults_.generation.judge_span = resolve_judge_span(defaults_.generation.judge_span, chat_template_);
-    add_routes();
+    defaults_.generation.judge_span = resolve_judge_span(defaults_.generation.judge_span, *chat_template_);
+    page_ = page_html(defaults_.judge.rule);
+    scheduler_ = std::make_unique<Scheduler>(decoder, options_.slots);
+    decoder_ = &decoder;
+}
+
+void Server::set_ready() {
+    if (decoder_ == nullptr) throw Error("the server has no decoder yet (attach() first)");
+    ready_.store(true, std::memory_order_release);
 }
 
 Server::~Server() { stop(); }
@@ -285,7 +300,7 @@ bool Server::drain(std::chrono::seconds timeout) {
     if (in_flight_changed_.wait_for(lock, timeout, [&] { return in_flight_ == 0; })) return true;
     // Each cancelled request ends after its next step; a stream's write to a client that stopped reading
     // fails after httplib's write timeout.
-    scheduler_.cancel_all();
+    if (scheduler_) scheduler_->cancel_all();
     in_flight_changed_.wait(lock, [&] { return in_flight_ == 0; });
     return false;
 }
@@ -299,6 +314,11 @@ void Server::reject(httplib::Response& response, const ApiError& error) {
 void Server::reject_draining(httplib::Response& response) {
     response.set_header("Retry-After", std::to_string(retry_after_s_));
     reject(response, ApiError{503, "the server is shutting down", "server_error", "", "server_shutting_down"});
+}
+
+void Server::reject_loading(httplib::Response& response) {
+    response.set_header("Retry-After", "1");
+    reject(response, ApiError{503, "Loading model", "unavailable_error", "", "model_loading"});
 }
 
 int Server::bind() {
@@ -315,6 +335,8 @@ int Server::bind() {
 
 void Server::listen() { http_->listen_after_bind(); }
 
+bool Server::listening() const { return http_->is_running(); }
+
 void Server::stop() { http_->stop(); }
 
 void Server::add_routes() {
@@ -328,6 +350,11 @@ void Server::add_routes() {
     http_->set_pre_routing_handler([this](const httplib::Request& request, httplib::Response& response) {
         if (request.path != "/health" && draining()) {
             reject_draining(response);
+            return httplib::Server::HandlerResponse::Handled;
+        }
+        // Loading (the models, or the step costs' timing): only /health answers, with its 503.
+        if (request.path != "/health" && !ready()) {
+            reject_loading(response);
             return httplib::Server::HandlerResponse::Handled;
         }
         if (request.path != "/health" && !options_.api_keys.empty() &&
@@ -366,14 +393,22 @@ void Server::add_routes() {
         const json model = {{"id", options_.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "klspec"}};
         response.set_content(dump({{"object", "list"}, {"data", json::array({model})}}), kJson);
     });
-    http_->Get("/", [page = page_html(defaults_.judge.rule)](const httplib::Request&, httplib::Response& response) {
-        response.set_content(page, "text/html; charset=utf-8");
+    http_->Get("/", [this](const httplib::Request&, httplib::Response& response) {
+        response.set_content(page_, "text/html; charset=utf-8");
     });
+    // The readiness probe: 200 only once the models are loaded and the step costs timed, and not while draining.
     http_->Get("/health", [this](const httplib::Request&, httplib::Response& response) {
-        if (!draining()) return response.set_content(R"({"status":"ok"})", kJson);
-        response.status = 503;
-        response.set_header("Retry-After", std::to_string(retry_after_s_));
-        response.set_content(R"({"status":"draining"})", kJson);
+        if (draining()) {
+            response.status = 503;
+            response.set_header("Retry-After", std::to_string(retry_after_s_));
+            return response.set_content(R"({"status":"draining"})", kJson);
+        }
+        if (!ready()) {
+            response.status = 503;
+            response.set_header("Retry-After", "1");
+            return response.set_content(R"({"status":"loading"})", kJson);
+        }
+        response.set_content(R"({"status":"ok"})", kJson);
     });
     http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& response) {
         response.set_content(metrics_text(), "text/plain; version=0.0.4");
@@ -382,7 +417,7 @@ void Server::add_routes() {
         const std::variant<TokenizeRequest, ApiError> parsed = parse_tokenize_request(request.body);
         if (const ApiError* error = std::get_if<ApiError>(&parsed)) return reject(response, *error);
         const TokenizeRequest& tokenize = std::get<TokenizeRequest>(parsed);
-        const Model& model = decoder_.target();
+        const Model& model = decoder_->target();
         json tokens = json::array();
         // Special-token text is parsed, as in a prompt (and llama-server's default).
         for (const int32_t id : model.tokenize(tokenize.content, tokenize.add_special, /*parse_special=*/true))
@@ -391,10 +426,10 @@ void Server::add_routes() {
     });
     http_->Post("/detokenize", [this](const httplib::Request& request, httplib::Response& response) {
         const std::variant<std::vector<int32_t>, ApiError> parsed =
-            parse_detokenize_request(request.body, decoder_.target().n_vocab());
+            parse_detokenize_request(request.body, decoder_->target().n_vocab());
         if (const ApiError* error = std::get_if<ApiError>(&parsed)) return reject(response, *error);
         std::string content;
-        for (const int32_t id : std::get<std::vector<int32_t>>(parsed)) content += decoder_.target().piece(id);
+        for (const int32_t id : std::get<std::vector<int32_t>>(parsed)) content += decoder_->target().piece(id);
         // llama-server's field, and vLLM's (lm-evaluation-harness's remote tokenizer reads it).
         response.set_content(dump({{"content", content}, {"prompt", content}}), kJson);
     });
@@ -431,27 +466,27 @@ json Server::props_json() const {
                          {"confidence_mask", judge.confidence_mask},
                          {"judge_span", gen.judge_span.to_string()}};
     return {{"model_alias", options_.model_name},
-            {"model_path", decoder_.target().path()},
-            {"total_slots", scheduler_.slots()},
+            {"model_path", decoder_->target().path()},
+            {"total_slots", scheduler_->slots()},
             {"default_generation_settings", {{"n_ctx", defaults_.n_ctx}, {"params", params}}}};
 }
 
 // vLLM's /tokenizer_info, the fields lm-evaluation-harness's remote tokenizer reads: the special tokens'
 // text (which /tokenize turns back into their ids) and the chat template it renders for chat tasks.
 json Server::tokenizer_info_json() const {
-    const Model& model = decoder_.target();
+    const Model& model = decoder_->target();
     const auto text = [&](std::optional<int32_t> token) { return token ? json(model.piece(*token, true)) : json(nullptr); };
     return {{"tokenizer_class", "llama.cpp"},
             {"eos_token", text(model.eos_token())},
             {"bos_token", text(model.bos_token())},
             {"pad_token", text(model.pad_token())},
-            {"chat_template", chat_template_.is_jinja() ? json(chat_template_.source()) : json(nullptr)},
+            {"chat_template", chat_template_->is_jinja() ? json(chat_template_->source()) : json(nullptr)},
             {"model_max_length", defaults_.n_ctx}};
 }
 
 json Server::slots_json() const {
     json slots = json::array();
-    for (const SlotState& slot : scheduler_.slot_states())
+    for (const SlotState& slot : scheduler_->slot_states())
         slots.push_back({{"id", slot.id},
                          {"n_ctx", defaults_.n_ctx},
                          {"is_processing", slot.processing},
@@ -462,11 +497,11 @@ json Server::slots_json() const {
 }
 
 std::vector<std::vector<int32_t>> Server::prompt_tokens(const CompletionRequest& request) const {
-    const Model& model = decoder_.target();
+    const Model& model = decoder_->target();
     std::vector<std::vector<int32_t>> prompts;
     if (request.endpoint == Endpoint::ChatCompletions) {
         try {
-            prompts.push_back(model.tokenize(chat_template_.apply(request.messages), /*add_bos=*/true, /*parse_special=*/true));
+            prompts.push_back(model.tokenize(chat_template_->apply(request.messages), /*add_bos=*/true, /*parse_special=*/true));
         } catch (const Error& e) {
             throw ApiError{400, e.what(), "invalid_request_error", "messages", "chat_template_error"};
         }
@@ -498,13 +533,13 @@ void Server::handle_completion(Endpoint endpoint, const httplib::Request& http_r
         return reject(response, error);
     }
     const JudgeEcho judge{std::string(request.generation.judge->name()), request.generation.judge_span.to_string()};
-    const Model* tokenizer = request.generation.logprobs ? &decoder_.target() : nullptr;
+    const Model* tokenizer = request.generation.logprobs ? &decoder_->target() : nullptr;
     // Every prompt of a list is a request of its own: they decode side by side in the slots.
     std::vector<std::shared_ptr<RequestChannel>> channels;
     for (const std::vector<int32_t>& prompt : prompts) {
         channels.push_back(std::make_shared<RequestChannel>(prompt, request.generation,
                                                             request.echo ? request.generation.logprobs : std::nullopt));
-        scheduler_.submit(channels.back());
+        scheduler_->submit(channels.back());
     }
     std::optional<ApiError> start_error;
     for (const std::shared_ptr<RequestChannel>& channel : channels)
@@ -525,7 +560,7 @@ void Server::handle_completion(Endpoint endpoint, const httplib::Request& http_r
             const GenerationResult result = channels[i]->wait_result();
             if (const std::optional<ApiError> error = channels[i]->failure()) return reject(response, *error);
             const PromptEcho echo{prompts[i], channels[i]->prompt_logprobs()};
-            choices.push_back(choice_json(head, decoder_.target(), i, result, request.echo ? &echo : nullptr));
+            choices.push_back(choice_json(head, decoder_->target(), i, result, request.echo ? &echo : nullptr));
             total += result.stats;
         }
         response.set_content(dump(completion_json(head, std::move(choices), total, judge)), kJson);
@@ -569,12 +604,12 @@ void Server::handle_completion(Endpoint endpoint, const httplib::Request& http_r
 }
 
 std::string Server::metrics_text() const {
-    const ServerCounters c = scheduler_.counters();
+    const ServerCounters c = scheduler_->counters();
     const GenerationStats& s = c.stats;
     std::string out;
     append_metric(out, "klspec:num_requests_running", "gauge", "Requests decoding in a slot.", c.active);
     append_metric(out, "klspec:num_requests_waiting", "gauge", "Requests queued for a free slot.", c.queued);
-    append_metric(out, "klspec:num_slots", "gauge", "Slots (-np): requests decoded together.", scheduler_.slots());
+    append_metric(out, "klspec:num_slots", "gauge", "Slots (-np): requests decoded together.", scheduler_->slots());
     append_metric(out, "klspec:request_received_total", "counter", "Completion requests received.",
                   double(requests_received_.load()));
     append_metric(out, "klspec:request_success_total", "counter", "Requests decoded to their end (cancelled included).",

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,7 +35,7 @@ struct ServerOptions {
     int port = 8080;                          // TCP port; 0: any free port (tests)
     int32_t slots = 1;                        // -np: requests decoded together; more wait in the queue
     size_t max_body_bytes = 1 << 20;          // a larger request body is refused with 413
-    std::string model_name;                   // the id /v1/models lists and responses carry
+    std::string model_name;                   // the id /v1/models lists and responses carry; empty: the target file's stem
     std::string chat_template;                // ChatTemplate's choice: empty (the model's, else chatml), a name, a file
     // Keys a request must bring as `Authorization: Bearer <key>` on every path but /health (401 otherwise);
     // none: no key is asked for.
@@ -43,17 +44,31 @@ struct ServerOptions {
 
 class Server {
 public:
-    // The decoder needs options.slots sequences; `defaults` are what requests override. Throws klspec::Error
-    // for an unusable chat template.
+    // A server without models yet: it can bind and listen at once, and until attach() and set_ready() it is
+    // *loading*: GET /health answers 503 {"status": "loading"} and every other path 503 model_loading with
+    // Retry-After (a readiness probe's "not yet", as llama-server while it loads).
+    explicit Server(ServerOptions options);
+    // A server ready from the start: Server(options), attach(decoder, defaults), set_ready().
     Server(SpeculativeDecoder& decoder, RequestDefaults defaults, ServerOptions options);
     ~Server();
     Server(const Server&) = delete;
     Server& operator=(const Server&) = delete;
 
+    // Gives the loading server its decoder (which needs options.slots sequences) and the defaults requests
+    // override, and starts the thread that decodes; it still answers "loading" until set_ready(), so that work
+    // on the decoder thread (the step costs' timing) can come first. Once only. Throws klspec::Error for an
+    // unusable chat template.
+    void attach(SpeculativeDecoder& decoder, RequestDefaults defaults);
+    // From now on /health answers 200 {"status": "ok"} and the API serves. Needs attach() first.
+    void set_ready();
+    bool ready() const { return ready_.load(std::memory_order_acquire); }
+
     // Binds the socket; returns the port (the chosen one when options.port is 0). Throws klspec::Error.
     int bind();
     // Serves until stop() (from another thread or a signal handler's helper thread).
     void listen();
+    // Whether listen() has started accepting (stop() before that would not stop it).
+    bool listening() const;
     void stop();
     // A graceful shutdown's first half (stop() is the second): from now on every request but GET /health
     // gets 503 with Retry-After, and /health answers {"status": "draining"} with 503. Waits up to `timeout`
@@ -63,13 +78,13 @@ public:
     bool drain(std::chrono::seconds timeout);
 
     // Runs `task` with the decoder on the thread that decodes (Scheduler::run_on_decoder_thread) and waits:
-    // the only way to use the decoder once the server exists.
+    // the only way to use the decoder once the server has it (attach()).
     void run_on_decoder_thread(const std::function<void(SpeculativeDecoder&)>& task) {
-        scheduler_.run_on_decoder_thread(task);
+        scheduler_->run_on_decoder_thread(task);
     }
 
-    // How /v1/chat/completions turns messages into a prompt.
-    const ChatTemplate& chat_template() const { return chat_template_; }
+    // How /v1/chat/completions turns messages into a prompt (after attach()).
+    const ChatTemplate& chat_template() const { return *chat_template_; }
     // The Prometheus text of /metrics.
     std::string metrics_text() const;
 
@@ -83,6 +98,8 @@ private:
     void reject(httplib::Response& response, const ApiError& error);
     // 503 server_shutting_down with Retry-After: a draining server takes no new work.
     void reject_draining(httplib::Response& response);
+    // 503 model_loading with Retry-After: the models are not loaded, or the step costs not timed, yet.
+    void reject_loading(httplib::Response& response);
     void handle_completion(Endpoint endpoint, const httplib::Request& request, httplib::Response& response);
     // Each prompt's tokens (a chat's after its template). Throws ApiError.
     std::vector<std::vector<int32_t>> prompt_tokens(const CompletionRequest& request) const;
@@ -90,11 +107,14 @@ private:
     nlohmann::json props_json() const;
     nlohmann::json slots_json() const;
 
-    SpeculativeDecoder& decoder_;
+    // Set once by attach() before ready_ is (release); handlers read them only after seeing ready_ (acquire).
+    SpeculativeDecoder* decoder_ = nullptr;
     RequestDefaults defaults_;
     ServerOptions options_;
-    ChatTemplate chat_template_;
-    Scheduler scheduler_;
+    std::optional<ChatTemplate> chat_template_;
+    std::string page_;  // GET /: the page, with the server's rule preselected
+    std::unique_ptr<Scheduler> scheduler_;
+    std::atomic<bool> ready_ = false;
     std::atomic<int64_t> next_id_ = 0;
     std::atomic<int64_t> requests_received_ = 0;
     std::atomic<int64_t> requests_rejected_ = 0;  // answered with an error before decoding
