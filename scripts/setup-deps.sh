@@ -4,6 +4,7 @@ set -euo pipefail
 packages=(build-essential cmake git
           libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
           liblinear-dev gnuplot-nox libcpp-httplib-dev
+          haproxy  # deploy/: the load balancer in front of `klspec serve` replicas (docs/deployment.md)
           bubblewrap python3 python3-pip python3-venv zlib1g-dev  # the sandbox code benchmarks run in, and HumanEval's .gz
           python3-torch  # the testbed's growth and GGUF export tests (tools/testbed)
           pybind11-dev python3-dev python3-numpy python3-pytest  # the klspec Python module and its tests (python/)
