@@ -63,8 +63,7 @@ void run_serve(const ServeOptions& options) {
     const int port = server.bind();
     std::thread listener([&] { server.listen(); });
     while (!server.listening()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    std::fprintf(stderr, "klspec serve: loading on http://%s:%d (/health answers 503 until ready)\n",
-                 server_options.host.c_str(), port);
+    // Nothing printed here: a start that fails (a bad model or chat template) stays a one-line error.
     const auto stop_listening = [&] {
         server.stop();
         listener.join();

@@ -7,8 +7,10 @@
 #include <csignal>
 #include <cstdio>
 #include <memory>
+#include <netinet/in.h>
 #include <spawn.h>
 #include <string>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -98,8 +100,23 @@ TEST(ServerReadiness, HealthIs503WhileLoadingAnd200OnceReady) {
     listener.join();
 }
 
-// The CLI: `klspec serve` on the default pair says on stderr where it listens before it loads; from then on
-// /health answers, 503 "loading" first and 200 once stdout's listening line is out, never 200 then 503.
+// A port nothing listens on now (bound to 0, then closed).
+int free_port() {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    int port = -1;
+    if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
+        getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0)
+        port = ntohs(address.sin_port);
+    close(fd);
+    return port;
+}
+
+// The CLI: `klspec serve` on the default pair answers /health as soon as its socket is bound, before the models
+// are loaded: 503 "loading" first and 200 once stdout's listening line is out, never 200 then 503.
 TEST(ServerReadiness, ServeCommandListensBeforeLoadingAndTurnsReady) {
     int err[2], out[2];
     ASSERT_EQ(pipe(err), 0);
@@ -110,8 +127,10 @@ TEST(ServerReadiness, ServeCommandListensBeforeLoadingAndTurnsReady) {
     posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
     posix_spawn_file_actions_addclose(&actions, err[0]);
     posix_spawn_file_actions_addclose(&actions, out[0]);
-    std::vector<std::string> args = {test::kCli, "serve", "--port", "0", "-t", "1", "-np", "4", "-c", "1024",
-                                     "-m", test::kDefaultTarget, "-md", test::kDefaultDraft};
+    const int port = free_port();
+    ASSERT_GT(port, 0);
+    std::vector<std::string> args = {test::kCli, "serve", "--port", std::to_string(port), "-t", "1", "-np", "4",
+                                     "-c", "1024", "-m", test::kDefaultTarget, "-md", test::kDefaultDraft};
     const std::vector<std::string> offload = test::offload_args();
     args.insert(args.end(), offload.begin(), offload.end());
     std::vector<char*> argv;
@@ -124,20 +143,17 @@ TEST(ServerReadiness, ServeCommandListensBeforeLoadingAndTurnsReady) {
     close(out[1]);
     FILE* err_stream = fdopen(err[0], "r");
     FILE* out_stream = fdopen(out[0], "r");
-    int port = -1;
     char line[512] = {};
-    const std::string marker = "loading on http://127.0.0.1:";
-    while (port < 0 && fgets(line, sizeof line, err_stream) != nullptr) {
-        const std::string text = line;
-        if (text.find(marker) != std::string::npos) port = std::stoi(text.substr(text.find(marker) + marker.size()));
-    }
-    ASSERT_GT(port, 0) << "no loading line on stderr";
-    std::thread drain_stderr([err_stream] {  // the rest of stderr, so that a full pipe never blocks the server
+    std::thread drain_stderr([err_stream] {  // stderr, so that a full pipe never blocks the server
         char rest[512];
         while (fgets(rest, sizeof rest, err_stream) != nullptr) {}
     });
+    // The socket is bound within moments of the start (nothing answers before that).
+    Reply first;
+    for (int i = 0; i < 2000 && (first = call(port, "GET", "/health")).status == -1; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
     // Poll /health while it loads (the step costs' timing on the default pair takes about a second or more).
-    std::vector<int> statuses;
+    std::vector<int> statuses = {first.status};
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
     while (std::chrono::steady_clock::now() < deadline) {
         const Reply health = call(port, "GET", "/health");
