@@ -82,8 +82,11 @@ TEST(JudgeFactory, BuildsEveryRule) {
         const bool reads_draft = judge_options.rule == "kl" || judge_options.rule == "draft-entropy" ||
                                  judge_options.rule == "fsd" || judge_options.rule == "autojudge";
         EXPECT_EQ(judge->needs_draft_model(), reads_draft) << judge_options.rule;
-        for (const JudgeRule& rule : judge_rules())
-            if (rule.name == judge_options.rule) EXPECT_EQ(rule.needs_draft_model, reads_draft) << judge_options.rule;
+        for (const JudgeRule& rule : judge_rules()) {
+            if (rule.name == judge_options.rule) {
+                EXPECT_EQ(rule.needs_draft_model, reads_draft) << judge_options.rule;
+            }
+        }
     }
     size_t listed = 0;
     for (const JudgeRule& info : judge_rules()) {
