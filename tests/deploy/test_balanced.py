@@ -159,7 +159,7 @@ def request(port, body, stream=False, path="/v1/completions", headers=None, time
     "served_by", "usage", "seconds"}. A stream cut short is an error, not an exception."""
     started = time.monotonic()
     out = {"status": None, "text": "", "finish_reason": None, "done": False, "error": None, "served_by": None,
-           "usage": None, "stream": stream}
+           "usage": None, "stream": stream, "request_id": (headers or {}).get("X-Request-Id")}
     body = dict(body, stream=stream)
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
@@ -344,7 +344,8 @@ def test_sigkill_mid_run_retries_or_fails_clearly_and_nothing_hangs():
         assert killed_at, "the victim was never busy"
         assert all(r["seconds"] < CLIENT_TIMEOUT for r in replies + after), "a request hung"
         # Only streams the victim had begun may fail, each visibly (cut before data: [DONE]); nothing else.
-        assert all(r["stream"] and r["served_by"] == victim_name and r["status"] == 200 and not r["done"] for r in failed), failed
+        assert all(r["stream"] and r["served_by"] == victim_name and r["status"] == 200 and not r["done"] for r in failed), \
+            [(r, log.get(r["request_id"])) for r in failed]
         assert not wrong, wrong[:3]
         assert all(r["ok"] and r["served_by"] != victim_name for r in after), after
         assert service.server_states()[victim_name].startswith("DOWN")
@@ -386,7 +387,7 @@ def test_sigterm_drains_a_replica_without_losing_a_request():
                retried_after_503=sum(line["retries"] > 0 for line in log.values() if line["request_id"].startswith(("term-", "during-"))),
                after_on_victim=sum(r["served_by"] == victim_name for r in after), differ=len(wrong),
                states_after=service.server_states())
-        assert not lost, lost[:3]
+        assert not lost, [(r, log.get(r["request_id"])) for r in lost[:3]]
         assert not wrong, wrong[:3]
         assert terminated
         assert "were cancelled" not in replica_log
