@@ -294,6 +294,10 @@ void add_run_options(CLI::App& app, RunOptions& options) {
     add_judge_options(app, options.judge, /*with_rule=*/true);
     app.add_option("--trace", options.trace_path,
                    "Write one JSON line per judged position (KL, entropies, max p, rank, verdict) to this file");
+    app.add_option("--cost-trace", options.cost_trace_path,
+                   "Write one JSON line per step to this file: the γ each sequence drafted, the tokens emitted, the "
+                   "measured target and draft llama_decode time, and under --draft-policy auto the cost model's "
+                   "predicted time and tokens for its choice and its predicted time without drafts (docs/speed.md)");
 }
 
 DecodingSession open_session(const RunOptions& options) {
@@ -337,6 +341,12 @@ DecodingSession open_session(const RunOptions& options) {
         if (!*session.trace) throw Error(fmt::format("cannot write trace file: {}", options.trace_path));
         session.decoder->set_observer(
             [out = session.trace.get()](const JudgedPosition& position) { *out << judged_position_to_json(position).dump() << "\n"; });
+    }
+    if (!options.cost_trace_path.empty()) {
+        session.cost_trace = std::make_unique<std::ofstream>(options.cost_trace_path);
+        if (!*session.cost_trace) throw Error(fmt::format("cannot write cost trace file: {}", options.cost_trace_path));
+        session.decoder->set_step_cost_observer(
+            [out = session.cost_trace.get()](const StepCostRecord& step) { *out << step_cost_to_json(step).dump() << "\n"; });
     }
     return session;
 }

@@ -29,6 +29,7 @@ struct RunOptions {
     GenerationOptions generation;
     JudgeOptions judge;
     std::string trace_path;  // --trace: one JSON line per judged position
+    std::string cost_trace_path;  // --cost-trace: one JSON line per step, the cost model's prediction and the measure
     bool verbose = false;
     int priority = 0;        // --prio, llama.cpp's scale (engine/process_settings.h)
     std::string cpu_mask;    // --cpu-mask (hex); empty: all CPUs
@@ -48,7 +49,8 @@ void add_generation_options(CLI::App& app, GenerationOptions& generation);
 // mask, head file, FLy window).
 void add_judge_options(CLI::App& app, JudgeOptions& judge, bool with_rule);
 
-// add_model_options, add_generation_options, add_judge_options and --trace: a decoding command's flags.
+// add_model_options, add_generation_options, add_judge_options, --trace and --cost-trace: a decoding command's
+// flags.
 void add_run_options(CLI::App& app, RunOptions& options);
 
 // Everything a run's flags describe, ready to decode: the models and a decoder whose contexts provide
@@ -59,6 +61,7 @@ struct DecodingSession {
     std::unique_ptr<SpeculativeDecoder> decoder;
     GenerationOptions generation;  // the run's options with its judge
     std::unique_ptr<std::ofstream> trace;  // open when --trace was given
+    std::unique_ptr<std::ofstream> cost_trace;  // open when --cost-trace was given
 };
 
 // Without -m: the project's default pair from the models folder, target and draft: KLSPEC_MODELS_DIR if

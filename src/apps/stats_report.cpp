@@ -90,6 +90,17 @@ nlohmann::json judged_position_to_json(const JudgedPosition& p) {
     return row;
 }
 
+nlohmann::json step_cost_to_json(const StepCostRecord& step) {
+    const auto predicted = [&step](double value) { return step.predicted ? nlohmann::json(value) : nlohmann::json(nullptr); };
+    return {{"lengths", step.lengths},
+            {"emitted", step.emitted},
+            {"verify_ms", 1e3 * step.verify_seconds},
+            {"draft_ms", 1e3 * step.draft_seconds},
+            {"predicted_ms", predicted(1e3 * step.predicted_seconds)},
+            {"predicted_tokens", predicted(step.predicted_tokens)},
+            {"target_only_ms", predicted(1e3 * step.target_only_seconds)}};
+}
+
 std::string format_quality_bound(const Judge& judge, const GenerationStats& stats) {
     const std::optional<double> bound = judge.total_variation_bound();
     if (!bound) return "";

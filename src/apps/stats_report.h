@@ -24,5 +24,8 @@ void add_draft_policy(nlohmann::json& out, DraftPolicy policy, const BatchCostCu
                       const BatchCostCurve& draft);
 // One --trace record.
 nlohmann::json judged_position_to_json(const JudgedPosition& position);
+// One --cost-trace line: lengths, emitted, verify_ms, draft_ms, and predicted_ms, predicted_tokens and
+// target_only_ms (null when no sequence was under Auto).
+nlohmann::json step_cost_to_json(const StepCostRecord& step);
 
 }  // namespace klspec

@@ -138,6 +138,21 @@ struct DraftChoice {
     double tokens_per_second() const { return expected_seconds > 0 ? expected_tokens / expected_seconds : 0.0; }
 };
 
+// One step as the Auto policy's cost model predicted it and as it ran, so that a run can show where the
+// choice of γ loses (`klspec bench --cost-trace`): the predicted and measured cost of the chosen lengths,
+// and the predicted cost of the same step without drafts.
+struct StepCostRecord {
+    std::vector<int32_t> lengths;       // γ each stepping sequence drafted, in step order (a probe's may
+                                        // differ from the cost model's choice)
+    bool predicted = false;             // a sequence under Auto took part: the cost model chose, fields below set
+    double predicted_seconds = 0;       // the chosen lengths' target and draft calls, graph rebuilds included
+    double predicted_tokens = 0;        // tokens they were expected to emit
+    double target_only_seconds = 0;     // the same step with γ 0 everywhere (its expected tokens: one each)
+    double verify_seconds = 0;          // measured: the step's target llama_decode calls
+    double draft_seconds = 0;           // measured: its draft-model llama_decode calls
+    int32_t emitted = 0;                // tokens the step emitted
+};
+
 // The step's cost under `lengths`: one target batch of every sequence's last token and drafts, and one
 // draft batch per depth over the sequences still drafting there, each cut as sequential_equal_split cuts
 // it (so unequal lengths, which split a batch, cost what they cost).

@@ -103,6 +103,14 @@ void SpeculativeDecoder::choose_draft_lengths_for(std::span<Sequence* const> act
         candidates.push_back(std::move(candidate));
     }
     const DraftChoice choice = choose_draft_lengths(verify_costs_, draft_costs_, candidates);
+    if (step_cost_observer_) {
+        const DraftChoice target_only = evaluate_draft_lengths(verify_costs_, draft_costs_, candidates,
+                                                               std::vector<int32_t>(candidates.size(), 0));
+        step_cost_.predicted = true;
+        step_cost_.predicted_seconds = choice.expected_seconds;
+        step_cost_.predicted_tokens = choice.expected_tokens;
+        step_cost_.target_only_seconds = target_only.expected_seconds;
+    }
     for (size_t s = 0; s < active.size(); ++s) {
         if (candidates[s].min_length == candidates[s].max_length) continue;
         active[s]->gamma_ = active[s]->probe_.adjust(choice.lengths[s], candidates[s].max_length);

@@ -199,13 +199,30 @@ void SpeculativeDecoder::step(std::span<Sequence* const> sequences, const StepCa
         seq->ngram_drafts_ = false;
         seq->ngram_found_ = 0;
     }
-    if (!active.empty()) {
-        choose_draft_lengths_for(active);
-        draft_all(active);
-        verify_all(active);
+    if (active.empty()) {
+        for (Sequence* seq : answered) judge_emit_roll_back(*seq, on_step);
+        return;
+    }
+    step_cost_ = {};
+    choose_draft_lengths_for(active);
+    const double verify_before = target_ctx_.decode_seconds();
+    const double draft_before = draft_ctx_ ? draft_ctx_->decode_seconds() : 0.0;
+    draft_all(active);
+    verify_all(active);
+    if (step_cost_observer_) {
+        step_cost_.verify_seconds = target_ctx_.decode_seconds() - verify_before;
+        step_cost_.draft_seconds = draft_ctx_ ? draft_ctx_->decode_seconds() - draft_before : 0.0;
+        for (const Sequence* seq : active) {
+            step_cost_.lengths.push_back(to_int(seq->drafted_.size()));
+            step_cost_.emitted -= to_int(seq->result_.tokens.size());
+        }
     }
     for (Sequence* seq : answered) judge_emit_roll_back(*seq, on_step);
     for (Sequence* seq : active) judge_emit_roll_back(*seq, on_step);
+    if (step_cost_observer_) {
+        for (const Sequence* seq : active) step_cost_.emitted += to_int(seq->result_.tokens.size());
+        step_cost_observer_(step_cost_);
+    }
 }
 
 void SpeculativeDecoder::finish(Sequence& seq, const StepCallback& on_step, std::span<const int32_t> step_tokens) {

@@ -96,6 +96,9 @@ using StepCallback = std::function<bool(const StepResult&)>;
 // Called for every position the acceptance step examined, of every sequence (engine statistics added).
 using JudgeObserver = std::function<void(const JudgedPosition&)>;
 
+// Called after every step that decoded (`klspec bench --cost-trace`): the cost model's prediction and the measure.
+using StepCostObserver = std::function<void(const StepCostRecord&)>;
+
 // One request's whole state (llama.cpp server's slot, CTranslate2's batch entry). Created by
 // SpeculativeDecoder::start, advanced by step(), read when finished().
 class Sequence {
@@ -192,6 +195,7 @@ public:
     std::vector<TokenLogprobs> prompt_logprobs(std::span<const int32_t> tokens, int32_t n_top, int32_t id);
 
     void set_observer(JudgeObserver observer) { observer_ = std::move(observer); }
+    void set_step_cost_observer(StepCostObserver observer) { step_cost_observer_ = std::move(observer); }
     bool has_draft() const { return draft_ctx_ != nullptr; }
     bool has_ngram_drafter() const { return ngram_ != nullptr; }
     int32_t n_sequences() const { return target_ctx_.n_sequences(); }
@@ -311,6 +315,8 @@ private:
     std::array<DepthAcceptance, kDraftSources> depth_acceptance_;
     bool measure_costs_ = true;
     JudgeObserver observer_;
+    StepCostObserver step_cost_observer_;
+    StepCostRecord step_cost_;     // the current step's, filled while step_cost_observer_ is set
     std::vector<KeptCells> kept_;  // per sequence id
 };
 

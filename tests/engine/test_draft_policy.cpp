@@ -142,5 +142,46 @@ TEST_F(DraftPolicyTest, CostsTimedBeforeTheFirstStepLeaveNoCellsAndAreNotTimedAg
     EXPECT_TRUE(target_only.verify_costs().empty()) << "no draft model: nothing to choose, nothing timed";
 }
 
+TEST_F(DraftPolicyTest, StepCostObserverGetsThePredictionAndTheMeasureOfEveryStep) {
+    // Fake costs: a target call 10 ms whatever its size, a draft call 0.1 ms. So the cost model predicts
+    // 10 + 0.1·γ ms for a step drafting γ, and 10 ms without drafts.
+    SpeculativeDecoder decoder(target, &draft, test_context());
+    decoder.set_step_costs(linear_curve(10.0, 0.0), linear_curve(0.1, 0.0));
+    std::vector<StepCostRecord> steps;
+    decoder.set_step_cost_observer([&steps](const StepCostRecord& step) { steps.push_back(step); });
+    const GenerationResult result = decoder.generate("Once upon a time", automatic());
+    ASSERT_EQ(static_cast<int64_t>(steps.size()), result.stats.target_calls);
+    int64_t emitted = 0, drafted = 0, unpredicted = 0;
+    for (const StepCostRecord& step : steps) {
+        ASSERT_EQ(step.lengths.size(), 1u);
+        emitted += step.emitted;
+        drafted += step.lengths[0];
+        if (!step.predicted) {  // one token left: nothing to draft, so nothing to choose
+            EXPECT_EQ(step.lengths[0], 0);
+            ++unpredicted;
+            continue;
+        }
+        EXPECT_NEAR(step.predicted_seconds, 10e-3 + 0.1e-3 * step.lengths[0], 1e-9) << "γ " << step.lengths[0];
+        EXPECT_NEAR(step.target_only_seconds, 10e-3, 1e-9);
+        EXPECT_GE(step.predicted_tokens, 1.0);
+        EXPECT_LE(step.predicted_tokens, step.lengths[0] + 1.0);
+        EXPECT_GT(step.verify_seconds, 0.0) << "measured, not the fake curve";
+        EXPECT_EQ(step.draft_seconds > 0.0, step.lengths[0] > 0);
+        EXPECT_GE(step.emitted, 1);
+        EXPECT_LE(step.emitted, step.lengths[0] + 1);
+    }
+    EXPECT_LE(unpredicted, 1);
+    EXPECT_EQ(emitted, static_cast<int64_t>(result.tokens.size()));
+    EXPECT_EQ(drafted, result.stats.drafted);
+
+    // Not under Auto: the step is measured, nothing predicted.
+    steps.clear();
+    GenerationOptions fixed = automatic(4);
+    fixed.draft_policy = DraftPolicy::Fixed;
+    decoder.generate("Once upon a time", fixed);
+    ASSERT_FALSE(steps.empty());
+    for (const StepCostRecord& step : steps) EXPECT_FALSE(step.predicted);
+}
+
 }  // namespace
 }  // namespace klspec
