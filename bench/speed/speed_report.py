@@ -3,7 +3,7 @@
 
   /usr/bin/python3 bench/speed/speed_report.py [--out docs/speed.md] [--work ~/.cache/klspec/speed-report] \\
       [--targets default,F16,Q8_0,Q4_0,Q4_K_M] [--limit-default 100] [--limit-grown 8] [--np-limit 16] \\
-      [--tau auto|VALUE] [--threads 2] [--passes 2] [--fresh] [--klspec build/klspec] [--ngl 0]
+      [--tau auto|VALUE] [--threads 2] [--passes 2] [--fresh] [--klspec build/klspec] [--ngl 0] [--baseline BINARY]
 
 For the default pair (models/testbed-*.gguf) and the grown targets (bench/grown_target/grow_target.py: the default
 target grown function-preservingly to 1.13 GiB of F16, and its Q8_0 / Q4_0 / Q4_K_M quantizations, all
@@ -79,8 +79,8 @@ def llama_curve(binary, lib_path, model, threads, reps):
     return {str(n): lb.stats(per[("pp", n)], n)["ms"] for n in BATCHES}
 
 
-def klspec_bench(target, limit, flags, threads, n_predict=384, parallel=1):
-    cmd = [KLSPEC, "bench", "--dataset", WORDS, "--limit", limit, "-t", threads, "-n", n_predict,
+def klspec_bench(target, limit, flags, threads, n_predict=384, parallel=1, binary=None):
+    cmd = [binary or KLSPEC, "bench", "--dataset", WORDS, "--limit", limit, "-t", threads, "-n", n_predict,
            "-m", target, "-md", DRAFT, "-np", parallel, "--json"] + OFFLOAD + flags
     out = json.loads(run(cmd).stdout)
     out["command"] = " ".join(map(str, cmd)).replace(str(ROOT) + "/", "")
@@ -152,6 +152,8 @@ def main():
     ap.add_argument("--fresh", action="store_true", help="measure everything again")
     ap.add_argument("--klspec", type=Path, default=KLSPEC, help="the klspec binary (a GPU build: build-gpu/klspec)")
     ap.add_argument("--ngl", type=int, default=0, help="layers offloaded to the GPU, both models, every run")
+    ap.add_argument("--baseline", type=Path, help="another klspec binary (an earlier commit's): its automatic choice "
+                    "runs beside the others as one more setting, 'auto (baseline)'")
     a = ap.parse_args()
     KLSPEC = a.klspec.resolve()
     OFFLOAD = ["-ngl", str(a.ngl)] if a.ngl else []
@@ -204,6 +206,11 @@ def main():
     configs["auto (default)"] = []
     np_configs = [("-np 1 auto", [], 1), ("-np 8 target-only", ["--draft-policy", "off"], 8),
                   ("-np 8 vanilla γ 8", ["--draft-policy", "fixed", "--draft-max", "8"], 8), ("-np 8 auto", [], 8)]
+    binaries = {}  # label -> a binary other than --klspec
+    if a.baseline:
+        configs["auto (baseline)"] = []
+        np_configs.append(("-np 8 auto (baseline)", [], 8))
+        binaries = {"auto (baseline)": a.baseline.resolve(), "-np 8 auto (baseline)": a.baseline.resolve()}
     passes = {}  # (target, label) -> one bench JSON per pass
     best_gamma = {}
 
@@ -225,11 +232,11 @@ def main():
                             lambda p_=path, f=flags, l=limit: klspec_bench(p_, l, f, t), p)
                     continue
                 measure((name, label), f"bench-{name}-{label}-{limit}",
-                        lambda p_=path, f=configs[label], l=limit: klspec_bench(p_, l, f, t), p)
+                        lambda p_=path, f=configs[label], l=limit, b=binaries.get(label): klspec_bench(p_, l, f, t, binary=b), p)
         if "F16" in targets:
             for label, flags, par in order(np_configs):
                 measure(("np", label), f"np-F16-{label}-{a.np_limit}",
-                        lambda f=flags, q=par: klspec_bench(targets["F16"], a.np_limit, f, t, parallel=q), p)
+                        lambda f=flags, q=par, b=binaries.get(label): klspec_bench(targets["F16"], a.np_limit, f, t, parallel=q, binary=b), p)
     results = {key: pooled(runs) for key, runs in passes.items()}
     for name in targets:
         results[(name, "best γ")] = best_gamma[name]
@@ -311,18 +318,23 @@ def write_report(a, targets, curves, draft_curve, results, configs, tau, calibra
         van, kl = results[(name, f"vanilla γ {bg}")]["stats"], results[(name, "kl")]["stats"]
         per_pass = [auto["passes"][i] / max(results[(name, f"vanilla γ {g}")]["passes"][i] for g in GAMMAS)
                     for i in range(len(auto["passes"]))]
+        baseline = results.get((name, "auto (baseline)"))
         summary[name] = {"auto_vs_best": auto["stats"]["tokens_per_second"] / best_fixed, "auto_vs_best_per_pass": per_pass,
+                         "baseline_vs_best": baseline["stats"]["tokens_per_second"] / best_fixed if baseline else None,
+                         "baseline_vs_target_only": baseline["stats"]["tokens_per_second"] / base if baseline else None,
                          "auto_vs_target_only": auto["stats"]["tokens_per_second"] / base,
                          "kl_speed_over_mat": (kl["tokens_per_second"] / van["tokens_per_second"]) / (kl["mat"] / van["mat"])}
     L += ["", f"Goals, per target: the automatic choice against the best fixed γ (≥ 95 %) and target-only (≥ 98 %), "
           f"pooled over the {a.passes} interleaved passes (each pass's own ratio beside it); KL's speed gain over "
           "vanilla against its MAT gain (≥ 0.9):", "",
-          "| target | auto / best fixed γ | per pass | auto / target-only | (KL ÷ vanilla tok/s) ÷ (KL ÷ vanilla MAT) |",
-          "|---|---:|---:|---:|---:|"]
+          "| target | auto / best fixed γ | per pass | auto / target-only | (KL ÷ vanilla tok/s) ÷ (KL ÷ vanilla MAT) |"
+          + (" baseline auto / best fixed γ | baseline auto / target-only |" if a.baseline else ""),
+          "|---|---:|---:|---:|---:|" + ("---:|---:|" if a.baseline else "")]
     for name, s in summary.items():
         L.append(f"| {name} | {100 * s['auto_vs_best']:.0f} % | "
                  f"{' / '.join(f'{100 * x:.0f} %' for x in s['auto_vs_best_per_pass'])} | "
-                 f"{100 * s['auto_vs_target_only']:.0f} % | {s['kl_speed_over_mat']:.2f} |")
+                 f"{100 * s['auto_vs_target_only']:.0f} % | {s['kl_speed_over_mat']:.2f} |" +
+                 (f" {100 * s['baseline_vs_best']:.0f} % | {100 * s['baseline_vs_target_only']:.0f} % |" if a.baseline else ""))
     if calibration is not None:
         L += ["", f"τ = {tau}: `{calibration.get('command', 'klspec calibrate')}` (default pair, γ 8). Its report:", "",
               "```json", json.dumps({k: v for k, v in calibration.items() if k != "command"}, indent=1)[:3000], "```"]
@@ -334,10 +346,13 @@ def write_report(a, targets, curves, draft_curve, results, configs, tau, calibra
             acc = r.get("accuracy", {}).get("rate")
             L.append(f"| {label} | {r['throughput_tokens_per_second']:.1f} | {s['mat']:.2f} | {s['mean_draft_length']:.2f} | "
                      f"{s['target_only_steps']} | {fmt(100 * acc if acc is not None else None, 1)} |")
-        auto, fixed = np_rows.get("-np 8 auto"), np_rows.get("-np 8 vanilla γ 8")
-        if auto and fixed:
+        fixed = np_rows.get("-np 8 vanilla γ 8")
+        for label in ("-np 8 auto", "-np 8 auto (baseline)"):
+            auto = np_rows.get(label)
+            if not auto or not fixed:
+                continue
             per_pass = " / ".join(f"{x / y:.2f}×" for x, y in zip(auto["passes_throughput"], fixed["passes_throughput"]))
-            L += ["", f"Goal: `-np 8` auto ≥ vanilla γ 8: {auto['throughput_tokens_per_second'] / fixed['throughput_tokens_per_second']:.2f}× "
+            L += ["", f"Goal: `{label}` ≥ vanilla γ 8: {auto['throughput_tokens_per_second'] / fixed['throughput_tokens_per_second']:.2f}× "
                   f"pooled ({per_pass} per pass)."]
     L += ["", f"## Against llama.cpp's speculative example (the first {a.spec_prompts} word problems, -n 256)", "",
           "Decode tokens/s as each program reports it (`llama-speculative-simple --spec-type draft-simple "

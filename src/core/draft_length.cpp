@@ -37,6 +37,8 @@ void BatchCostCurve::record(int32_t batch_size, double seconds) {
         rebuild_seconds_ = rebuild_seconds_ ? *rebuild_seconds_ + kNewMeasurementWeight * (excess - *rebuild_seconds_)
                                             : excess;
     };
+    const bool was_stale = stale(batch_size);
+    ++calls_;
     const auto it = mean_.find(batch_size);
     const auto provisional = first_rebuilt_.find(batch_size);
     if (reused && provisional != first_rebuilt_.end()) {  // the size's first call with its graph reused
@@ -46,11 +48,20 @@ void BatchCostCurve::record(int32_t batch_size, double seconds) {
     } else if (it == mean_.end()) {
         mean_[batch_size] = reused ? seconds : std::max(seconds - rebuild_seconds(), 0.0);
         if (!reused) first_rebuilt_[batch_size] = seconds;
+    } else if (was_stale) {
+        it->second = reused ? seconds : std::max(seconds - rebuild_seconds(), 0.0);
     } else if (reused) {
         it->second += kNewMeasurementWeight * (seconds - it->second);
     } else {
         fold_rebuild(seconds - it->second);
+        return;  // the size's average did not move
     }
+    measured_at_[batch_size] = calls_;
+}
+
+int64_t BatchCostCurve::calls_since_measured(int32_t batch_size) const {
+    const auto it = measured_at_.find(batch_size);
+    return it == measured_at_.end() ? calls_ : calls_ - it->second;
 }
 
 double BatchCostCurve::seconds(std::span<const int32_t> batch_sizes) const {
@@ -153,6 +164,12 @@ double expected_tokens(int32_t gamma, double acceptance) {
     return (1.0 - std::pow(a, gamma + 1)) / (1.0 - a);
 }
 
+std::vector<int32_t> verify_micro_batches(std::span<const DraftCandidate> candidates, std::span<const int32_t> lengths) {
+    std::vector<BatchShare> shares;
+    for (size_t s = 0; s < candidates.size(); ++s) shares.push_back({candidates[s].sequence_id, lengths[s] + 1});
+    return sequential_equal_split(shares);
+}
+
 DraftChoice evaluate_draft_lengths(const BatchCostCurve& verify, const BatchCostCurve& draft,
                                    std::span<const DraftCandidate> candidates, std::vector<int32_t> lengths) {
     DraftChoice choice;
@@ -161,10 +178,10 @@ DraftChoice evaluate_draft_lengths(const BatchCostCurve& verify, const BatchCost
     for (size_t s = 0; s < candidates.size(); ++s) {
         choice.expected_tokens += expected_tokens(lengths[s], std::span<const double>(candidates[s].acceptance));
         choice.expected_seconds += candidates[s].lookup_seconds;
-        shares.push_back({candidates[s].sequence_id, lengths[s] + 1});
+        shares.push_back({candidates[s].sequence_id, 0});
         if (candidates[s].model_drafts) deepest = std::max(deepest, lengths[s]);
     }
-    choice.expected_seconds += verify.seconds(std::span<const int32_t>(sequential_equal_split(shares)));
+    choice.expected_seconds += verify.seconds(std::span<const int32_t>(verify_micro_batches(candidates, lengths)));
     std::vector<int32_t> draft_calls;
     for (int32_t depth = 0; depth < deepest; ++depth) {
         for (size_t s = 0; s < candidates.size(); ++s)
@@ -223,6 +240,20 @@ DraftChoice choose_draft_lengths(const BatchCostCurve& verify, const BatchCostCu
         if (!improved) break;
     }
     return best;
+}
+
+bool TargetOnlyRetime::due(const DraftChoice& chosen, const DraftChoice& target_only, bool target_only_stale) {
+    const bool drafts = std::any_of(chosen.lengths.begin(), chosen.lengths.end(), [](int32_t g) { return g > 0; });
+    if (!drafts) {  // the choice stepped aside: the size is being timed
+        steps_ = 0;
+        interval_ = kFirstInterval;
+        return false;
+    }
+    if (!target_only_stale || chosen.tokens_per_second() >= kMargin * target_only.tokens_per_second()) return false;
+    if (++steps_ < interval_) return false;
+    steps_ = 0;
+    interval_ = std::min(2 * interval_, kMaxInterval);
+    return true;
 }
 
 int32_t DraftProbe::adjust(int32_t chosen, int32_t max_length) {

@@ -35,12 +35,27 @@ std::optional<DraftPolicy> parse_draft_policy(std::string_view name);
 // the rebuild on top: changing γ every step costs more than the sizes alone say.
 class BatchCostCurve {
 public:
+    // A size's average not updated for this many calls is stale: the sizes steps send keep moving (a longer
+    // context, another process on the cores) while it stays where one old timing put it.
+    static constexpr int64_t kStaleCalls = 32;
+
     // Folds a measurement in: a call of the previous call's size into that size's running average (the
     // first one is taken as is), any other into the rebuild cost, as its excess over its size's average
     // (a size first seen rebuilding is averaged without the rebuild until a reused call of it comes).
+    // A stale size's average is replaced by the call's time instead (less the rebuild when it rebuilt):
+    // one fresh timing says more than an old one.
     void record(int32_t batch_size, double seconds);
     // A call that was not timed (split into micro-batches): the next call is taken to rebuild.
-    void record_untimed() { last_size_ = 0; }
+    void record_untimed() {
+        last_size_ = 0;
+        ++calls_;
+    }
+    // Calls recorded since the size's average last moved (all calls when it never had one).
+    int64_t calls_since_measured(int32_t batch_size) const;
+    bool stale(int32_t batch_size) const { return calls_since_measured(batch_size) >= kStaleCalls; }
+    bool stale(std::span<const int32_t> batch_sizes) const {
+        return std::any_of(batch_sizes.begin(), batch_sizes.end(), [this](int32_t size) { return stale(size); });
+    }
     // Estimated seconds for a batch of `batch_size` tokens (>= 1) with the graph reused; 0 when nothing
     // was recorded.
     double seconds(int32_t batch_size) const;
@@ -57,6 +72,8 @@ private:
     std::map<int32_t, double> first_rebuilt_;  // sizes known only from a rebuilding call: that call's time
     std::optional<double> rebuild_seconds_;
     int32_t last_size_ = 0;
+    int64_t calls_ = 0;
+    std::map<int32_t, int64_t> measured_at_;  // the call count when the size's average last moved
 };
 
 // A running per-position acceptance: the chance that a drafted token is kept given that the ones before
@@ -153,6 +170,10 @@ struct StepCostRecord {
     int32_t emitted = 0;                // tokens the step emitted
 };
 
+// The target batch's micro-batches (their token counts) when each candidate sends its last token and
+// `lengths` drafts: sequential_equal_split of γ + 1 tokens each.
+std::vector<int32_t> verify_micro_batches(std::span<const DraftCandidate> candidates, std::span<const int32_t> lengths);
+
 // The step's cost under `lengths`: one target batch of every sequence's last token and drafts, and one
 // draft batch per depth over the sequences still drafting there, each cut as sequential_equal_split cuts
 // it (so unequal lengths, which split a batch, cost what they cost).
@@ -164,6 +185,26 @@ DraftChoice evaluate_draft_lengths(const BatchCostCurve& verify, const BatchCost
 // (so a sequence whose draft rarely hits stops drafting while the others go on).
 DraftChoice choose_draft_lengths(const BatchCostCurve& verify, const BatchCostCurve& draft,
                                  std::span<const DraftCandidate> candidates);
+
+// The price of a target-only step is the batch of one token per sequence, a size a speculating decoder never
+// sends: timed once at calibration, it goes stale, and a high first timing keeps the choice drafting where
+// speculation barely pays (55-65 ms against 38 ms measured on the grown Q4_K_M target, docs/cost-model.md).
+// So while that size is stale and the choice promises less than kMargin times target-only's rate, a
+// target-only step re-times it now and then, the interval doubling while the choice goes on drafting after
+// it (up to kMaxInterval steps) and resetting when the choice steps aside by itself.
+class TargetOnlyRetime {
+public:
+    static constexpr int32_t kFirstInterval = 16;
+    static constexpr int32_t kMaxInterval = 256;
+    static constexpr double kMargin = 2.0;  // mispricings up to 1.7x were measured
+
+    // Once per step the cost model chose lengths in: whether this step goes target-only to re-time.
+    bool due(const DraftChoice& chosen, const DraftChoice& target_only, bool target_only_stale);
+
+private:
+    int32_t steps_ = 0;
+    int32_t interval_ = kFirstInterval;
+};
 
 // When a sequence has stopped drafting, its acceptance estimate no longer moves: it drafts a short probe
 // after `interval` target-only steps, the interval doubling while probes fail (up to kMaxInterval) and

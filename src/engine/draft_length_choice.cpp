@@ -102,10 +102,16 @@ void SpeculativeDecoder::choose_draft_lengths_for(std::span<Sequence* const> act
         }
         candidates.push_back(std::move(candidate));
     }
-    const DraftChoice choice = choose_draft_lengths(verify_costs_, draft_costs_, candidates);
+    DraftChoice choice = choose_draft_lengths(verify_costs_, draft_costs_, candidates);
+    const std::vector<int32_t> no_drafts(candidates.size(), 0);
+    const DraftChoice target_only = evaluate_draft_lengths(verify_costs_, draft_costs_, candidates, no_drafts);
+    // Re-timing the target-only batch takes a step in which every sequence may go without drafts.
+    const bool all_may_skip = std::all_of(candidates.begin(), candidates.end(),
+                                          [](const DraftCandidate& c) { return c.min_length == 0; });
+    const bool stale = verify_costs_.stale(verify_micro_batches(candidates, no_drafts));
+    const bool retime = all_may_skip && target_only_retime_.due(choice, target_only, stale);
+    if (retime) choice = target_only;
     if (step_cost_observer_) {
-        const DraftChoice target_only = evaluate_draft_lengths(verify_costs_, draft_costs_, candidates,
-                                                               std::vector<int32_t>(candidates.size(), 0));
         step_cost_.predicted = true;
         step_cost_.predicted_seconds = choice.expected_seconds;
         step_cost_.predicted_tokens = choice.expected_tokens;
@@ -139,14 +145,19 @@ void SpeculativeDecoder::calibrate_step_costs(int32_t draft_max) {
 void SpeculativeDecoder::time_step_costs(int32_t token, int32_t id, int32_t target_pos, int32_t draft_pos,
                                          int32_t draft_max) {
     costs_calibrated_ = true;
-    // Sizes 1, 2, 4, ... and the largest, each timed twice (the first call builds llama.cpp's graph, the
-    // second reuses it) after an untimed warm-up call; every row outputs logits, as in a step. The running
-    // averages then follow the sizes steps really send.
+    // Sizes 1, 2, 4, ... and the largest after an untimed warm-up call; every row outputs logits, as in a
+    // step. Sizes up to kTimedTwice twice (the first call builds llama.cpp's graph, the second reuses it:
+    // what a rebuild costs), larger ones once, less the rebuild: a batch of -np 8 × 17 tokens costs what a
+    // prefill does, and timing the large sizes twice took 15 % of a short -np 8 run on the grown F16 target.
+    // The running averages then follow the sizes steps really send.
+    constexpr int32_t kTimedTwice = 16;
     const auto time_sizes = [token, id](ModelContext& ctx, Batch& batch, int32_t first_pos, int32_t largest,
                                         BatchCostCurve& curve) {
-        std::vector<int32_t> sizes = {largest};
-        for (int32_t size = 1; size < largest; size *= 2) sizes.insert(sizes.end(), {size, size});
-        sizes.insert(sizes.end(), {largest, largest});
+        std::vector<int32_t> sizes = {2};  // the warm-up: any size but the first timed one, whose graph it would build
+        for (int32_t size = 1; size <= largest; size = size < largest && 2 * size > largest ? largest : 2 * size) {
+            sizes.push_back(size);
+            if (size <= kTimedTwice) sizes.push_back(size);
+        }
         for (size_t i = 0; i < sizes.size() && first_pos + sizes[i] <= ctx.n_ctx(); ++i) {
             batch.reserve(sizes[i]);
             batch.clear();

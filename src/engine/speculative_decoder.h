@@ -309,6 +309,7 @@ private:
     BatchCostCurve verify_costs_;         // measured at every target / draft llama_decode of a step
     BatchCostCurve draft_costs_;
     bool costs_calibrated_ = false;
+    TargetOnlyRetime target_only_retime_;
     // All sequences' drafting steps, per drafter, and the same by draft depth.
     std::array<AcceptanceEstimate, kDraftSources> decoder_acceptance_{AcceptanceEstimate(AcceptanceEstimate::kDecoderDecay),
                                                                       AcceptanceEstimate(AcceptanceEstimate::kDecoderDecay)};

@@ -149,10 +149,53 @@ TEST(DraftLength, CurveChargesAGraphRebuildWhenTheSizeChanges) {
     EXPECT_DOUBLE_EQ(curve.seconds(one), 2.0 + 1.18);
 }
 
+TEST(DraftLength, AStaleAverageIsReplacedByTheNextTiming) {
+    BatchCostCurve curve;
+    curve.record(1, 1.0);
+    curve.record(1, 1.0);  // size 1 costs 1.0, rebuilds cost 0
+    curve.record(4, 2.5);
+    curve.record(4, 2.0);  // size 4 costs 2.0, rebuild 0.2 (2.5 − 2.0) = 0.1
+    EXPECT_DOUBLE_EQ(curve.rebuild_seconds(), 0.1);
+    EXPECT_EQ(curve.calls_since_measured(1), 2);
+    EXPECT_FALSE(curve.stale(1));
+    EXPECT_EQ(curve.calls_since_measured(7), 4) << "never measured: every call";
+    while (curve.calls_since_measured(1) < BatchCostCurve::kStaleCalls) curve.record(4, 2.0);
+    EXPECT_TRUE(curve.stale(1));
+    EXPECT_FALSE(curve.stale(4));
+    const std::vector<int32_t> sizes = {4, 1};
+    EXPECT_TRUE(curve.stale(std::span<const int32_t>(sizes)));
+    curve.record(1, 0.7);  // rebuilding after size 4: the fresh timing less the rebuild replaces 1.0
+    EXPECT_DOUBLE_EQ(curve.seconds(1), 0.6);
+    EXPECT_DOUBLE_EQ(curve.rebuild_seconds(), 0.1);
+    EXPECT_EQ(curve.calls_since_measured(1), 0);
+    curve.record(4, 2.1);  // a fresh size rebuilding moves the rebuild cost, not its average
+    EXPECT_DOUBLE_EQ(curve.seconds(4), 2.0);
+    EXPECT_NEAR(curve.rebuild_seconds(), 0.1, 1e-12);
+    EXPECT_EQ(curve.calls_since_measured(4), 2);
+    curve.record_untimed();
+    EXPECT_EQ(curve.calls_since_measured(1), 2) << "an untimed call ages every size";
+}
+
+TEST(DraftLength, TargetOnlyIsRetimedWhenStaleAndSpeculationGainsLittle) {
+    const DraftChoice target_only{{0}, 1.0, 1.0};  // 1 token a second
+    const DraftChoice small_gain{{3}, 3.0, 2.0};   // 1.5
+    const DraftChoice large_gain{{3}, 3.0, 1.0};   // 3: beyond kMargin
+    TargetOnlyRetime retime;
+    for (int i = 0; i < 100; ++i) EXPECT_FALSE(retime.due(small_gain, target_only, /*stale=*/false));
+    for (int i = 0; i < 100; ++i) EXPECT_FALSE(retime.due(large_gain, target_only, true));
+    for (int i = 1; i < TargetOnlyRetime::kFirstInterval; ++i) EXPECT_FALSE(retime.due(small_gain, target_only, true)) << i;
+    EXPECT_TRUE(retime.due(small_gain, target_only, true));
+    for (int i = 1; i < 2 * TargetOnlyRetime::kFirstInterval; ++i) EXPECT_FALSE(retime.due(small_gain, target_only, true)) << i;
+    EXPECT_TRUE(retime.due(small_gain, target_only, true)) << "the interval doubles while the choice drafts";
+    EXPECT_FALSE(retime.due(target_only, target_only, true));  // the choice steps aside: the interval resets
+    for (int i = 1; i < TargetOnlyRetime::kFirstInterval; ++i) EXPECT_FALSE(retime.due(small_gain, target_only, true)) << i;
+    EXPECT_TRUE(retime.due(small_gain, target_only, true));
+}
+
 TEST(DraftLength, AGraphRebuildKeepsTheLastLengthWhenOthersGainLess) {
     // Constant 10 ms verify, 0.1 ms a draft token, α = 0.5: E(γ) / t(γ) peaks at γ 5 (1.96875 / 10.5);
     // γ 3 (the last step's, batch 4) gives 1.875 / 10.3, ahead of γ 5 once a rebuild adds 1 ms to it.
-    BatchCostCurve verify = linear_curve(10.0, 0.0);
+    BatchCostCurve verify = linear_curve(10.0, 0.0, 17);  // 17 sizes: none stale (BatchCostCurve::kStaleCalls)
     const BatchCostCurve draft = linear_curve(0.1, 0.0);
     EXPECT_EQ(choose_draft_lengths(verify, draft, candidates({0.5})).lengths, std::vector<int32_t>({5}));
     verify.record(4, 11e-3);  // the last call had 4 tokens and rebuilt: 1 ms over its 10

@@ -31,10 +31,11 @@ GenerationOptions automatic(int32_t draft_max = 16) {
     return options;
 }
 
-// t(b) = fixed + per_token·b milliseconds for b = 1..200.
-BatchCostCurve linear_curve(double fixed, double per_token) {
+// t(b) = fixed + per_token·b milliseconds for b = 1..largest, each timed once (so with more than
+// BatchCostCurve::kStaleCalls sizes, the small ones are stale).
+BatchCostCurve linear_curve(double fixed, double per_token, int32_t largest = 200) {
     BatchCostCurve curve;
-    for (int32_t b = 1; b <= 200; ++b) curve.record(b, (fixed + per_token * b) * 1e-3);
+    for (int32_t b = 1; b <= largest; ++b) curve.record(b, (fixed + per_token * b) * 1e-3);
     return curve;
 }
 
@@ -181,6 +182,42 @@ TEST_F(DraftPolicyTest, StepCostObserverGetsThePredictionAndTheMeasureOfEverySte
     decoder.generate("Once upon a time", fixed);
     ASSERT_FALSE(steps.empty());
     for (const StepCostRecord& step : steps) EXPECT_FALSE(step.predicted);
+}
+
+TEST_F(DraftPolicyTest, AStaleTargetOnlyPriceIsRetimedWhenSpeculationGainsLittle) {
+    // t(b) = 10 + 10b ms, draft 0.5 ms a depth, γ ≤ 3: speculation promises at most 1.55x target-only's
+    // rate (under TargetOnlyRetime::kMargin), so Auto drafts every step; with the one-token price stale,
+    // its 16th step goes target-only to re-time it. The fake curve never updates: again 32 steps later.
+    constexpr int32_t kLongerTokens = 230;
+    for (const bool stale : {true, false}) {
+        SpeculativeDecoder decoder(target, &draft, test_context());
+        decoder.set_step_costs(linear_curve(10.0, 10.0, stale ? 200 : 20), linear_curve(0.5, 0.0));
+        ASSERT_EQ(decoder.verify_costs().stale(1), stale);
+        std::vector<StepCostRecord> steps;
+        decoder.set_step_cost_observer([&steps](const StepCostRecord& step) { steps.push_back(step); });
+        GenerationOptions options = automatic(3);
+        options.max_tokens = kLongerTokens;
+        const GenerationResult result = decoder.generate("Once upon a time", options);
+        const test::GreedyReference reference =
+            test::greedy_reference(target, "Once upon a time", kLongerTokens, test_context());
+        int64_t divergences = 0;
+        test::check_equal_up_to_near_tie(reference, result.tokens, "retimed", divergences);
+        ASSERT_GT(steps.size(), 20u);
+        std::vector<size_t> target_only_steps;
+        for (size_t i = 0; i < steps.size(); ++i) {
+            if (!steps[i].predicted || steps[i].lengths[0] > 0) continue;
+            target_only_steps.push_back(i);
+            EXPECT_DOUBLE_EQ(steps[i].predicted_seconds, steps[i].target_only_seconds) << "the step predicted is the one sent";
+            EXPECT_DOUBLE_EQ(steps[i].predicted_tokens, 1.0);
+        }
+        if (!stale) {
+            EXPECT_TRUE(target_only_steps.empty()) << "fresh prices: the choice drafts every step";
+            continue;
+        }
+        std::vector<size_t> expected = {15};
+        if (steps.size() > 48) expected.push_back(15 + 32);
+        EXPECT_EQ(target_only_steps, expected) << steps.size() << " steps";
+    }
 }
 
 }  // namespace
