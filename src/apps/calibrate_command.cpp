@@ -21,6 +21,7 @@ struct CalibrateOptions {
     std::string rule = "kl";
     std::string values = "0.1,0.2,0.3,0.5,0.75,1,1.5,2,3,5";
     std::string max_loss = "1%";
+    std::string measure = "accuracy";
     double calibration_share = 0.5;
     bool strict = false;
     bool json = false;
@@ -41,7 +42,8 @@ std::pair<std::vector<PointSummary>, std::map<std::string, AccuracyLoss>> run_st
     progress.finish();
     std::vector<PointSummary> summaries = summarize_sweep(points, store.examples());
     write_sweep_summary(store.dir(), summaries);
-    return {std::move(summaries), accuracy_losses(store.examples(), points, problems)};
+    return {std::move(summaries),
+            losses_against_vanilla(store.examples(), points, problems, parse_calibration_measure(options.measure))};
 }
 
 nlohmann::json loss_to_json(const PointSummary& s, const AccuracyLoss& loss) {
@@ -51,6 +53,8 @@ nlohmann::json loss_to_json(const PointSummary& s, const AccuracyLoss& loss) {
 
 void run_calibrate(const CalibrateOptions& options) {
     const double budget = parse_accuracy_budget(options.max_loss);
+    const bool agreement = parse_calibration_measure(options.measure) == CalibrationMeasure::Agreement;
+    const char* loss_name = agreement ? "disagreement with vanilla's answers" : "loss against vanilla";
     if (options.rule == "vanilla") throw Error("calibrate: vanilla is lossless; name a lossy rule with --rule");
     std::vector<Problem> problems = load_scored_problems(options.common.dataset);
     const std::vector<SweepPoint> points = parse_sweep_points({options.rule + ":" + options.values}, options.common.run.judge);
@@ -61,14 +65,14 @@ void run_calibrate(const CalibrateOptions& options) {
     const auto [summaries, losses] = run_stage(options, session, format, "calibration", calibration, points);
     const std::optional<size_t> chosen = pick_within_budget(summaries, losses, budget, options.strict);
 
-    nlohmann::json report = {{"rule", options.rule}, {"max_loss", budget}, {"strict", options.strict},
+    nlohmann::json report = {{"rule", options.rule}, {"measure", options.measure}, {"max_loss", budget}, {"strict", options.strict},
                              {"calibration_problems", calibration.size()}, {"validation_problems", validation.size()},
                              {"vanilla_calibration_accuracy", summaries.front().accuracy()}};
     report["calibration"] = nlohmann::json::array();
     for (const PointSummary& s : summaries)
         if (losses.contains(s.point)) report["calibration"].push_back(loss_to_json(s, losses.at(s.point)));
-    std::string text = fmt::format("calibration ({} problems, vanilla {:.1f} %): loss against vanilla, 95 % CI\n",
-                                   calibration.size(), 100 * summaries.front().accuracy());
+    std::string text = fmt::format("calibration ({} problems, vanilla {:.1f} %): {}, 95 % CI\n", calibration.size(),
+                                   100 * summaries.front().accuracy(), loss_name);
     for (const PointSummary& s : summaries) {
         if (!losses.contains(s.point)) continue;
         const AccuracyLoss& l = losses.at(s.point);
@@ -78,7 +82,7 @@ void run_calibrate(const CalibrateOptions& options) {
     }
     if (!chosen) {
         report["chosen"] = nullptr;
-        text += fmt::format("no setting of {} stays within {:.1f} % of vanilla's accuracy{}\n", options.rule, 100 * budget,
+        text += fmt::format("no setting of {} keeps its {} within {:.1f} %{}\n", options.rule, loss_name, 100 * budget,
                             options.strict ? " (upper CI bound)" : "");
     } else {
         const SweepPoint& point = points[*chosen];  // summaries follow the points' order
@@ -91,10 +95,10 @@ void run_calibrate(const CalibrateOptions& options) {
         report["validation"]["vanilla_accuracy"] = held_out.front().accuracy();
         report["validation"]["within_budget"] = within;
         report["judge"] = {{"rule", point.rule}, {"value", point.value}, {"confidence_mask", point.judge.confidence_mask}};
-        text += fmt::format("chosen: {} (MAT {:.2f})\nvalidation ({} problems): vanilla {:.1f} %, {} {:.1f} %, loss {:+.1f} "
+        text += fmt::format("chosen: {} (MAT {:.2f})\nvalidation ({} problems): vanilla {:.1f} %, {} {:.1f} %, {} {:+.1f} "
                             "[{:+.1f}, {:+.1f}] -> {}\n",
                             point.label(), summaries[*chosen].totals.mat(), validation.size(),
-                            100 * held_out.front().accuracy(), point.label(), 100 * held_out.back().accuracy(),
+                            100 * held_out.front().accuracy(), point.label(), 100 * held_out.back().accuracy(), loss_name,
                             100 * loss.loss, 100 * loss.low, 100 * loss.high,
                             within ? "within the budget" : "OVER the budget on held-out problems");
     }
@@ -117,7 +121,14 @@ void register_calibrate_command(CLI::App& app) {
     cmd->add_option("--values", options->values,
                     "Its settings to try, comma-separated (thresholds; K for topk; N/DELTA for topn-delta)")
         ->capture_default_str();
-    cmd->add_option("--max-loss", options->max_loss, "Accuracy budget against vanilla: a percentage (1%) or a fraction")
+    cmd->add_option("--max-loss", options->max_loss,
+                    "Budget against vanilla, of the --measure: a percentage (1%) or a fraction")
+        ->capture_default_str();
+    cmd->add_option("--measure", options->measure,
+                    "What the budget bounds: accuracy (the paired accuracy loss against vanilla) or agreement (the share "
+                    "of problems whose scored answer differs from vanilla's, Wilson interval: for a model that solves "
+                    "few problems, whose accuracy cannot fall)")
+        ->check(CLI::IsMember({"accuracy", "agreement"}))
         ->capture_default_str();
     cmd->add_option("--calibration-share", options->calibration_share,
                     "Share of the problems used to choose (a seeded split by id); the rest validates")

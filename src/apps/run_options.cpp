@@ -186,6 +186,10 @@ void add_dataset_options(CLI::App& app, DatasetChoice& dataset, bool with_limit)
         return;
     }
     app.add_option("--limit", dataset.limit, "Use only the first N problems (0 = all)")->capture_default_str();
+    app.add_option("--skip", dataset.skip,
+                   "Leave out the first N problems before --limit (e.g. the train problems a draft was trained on, so "
+                   "that a calibration or mining run uses others)")
+        ->capture_default_str();
     app.add_flag("--full-split", dataset.full_split,
                  "Use the whole test split instead of the paper-sized seeded subset (GSM8K 400, MMLU-Pro 100; see "
                  "docs/datasets.md)");

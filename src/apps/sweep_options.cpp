@@ -14,6 +14,10 @@ void add_sweep_run_options(CLI::App& app, SweepRunOptions& options, const std::s
     add_dataset_options(app, options.dataset, /*with_limit=*/true);
     add_prompt_options(app, options.prompt);
     app.add_option("--out", options.out_dir, out_help)->required();
+    app.add_flag("--cache-prompt", options.run.generation.cache_prompt,
+                 "Reuse the longest prefix a slot's prompt shares with the one it decoded last (llama-server's "
+                 "cache_prompt): the few-shot exemplars a benchmark's prompts share are prefilled once per slot, "
+                 "not once per problem; the outputs stay the same");
     app.add_option("--parallel", options.parallel,
                    "Decode this many problems together (also -np); tokens/s then counts each step's time shared")
         ->capture_default_str()->check(CLI::Range(1, 64));
@@ -74,6 +78,9 @@ nlohmann::json sweep_settings(const SweepRunOptions& options, const DecodingSess
         settings["spec_ngram"] = {{"size_n", n.size_n}, {"size_m", n.size_m}, {"min_hits", n.min_hits},
                                   {"mod_n_match", n.mod_n_match}, {"mod_n_min", n.mod_n_min}, {"mod_n_max", n.mod_n_max}};
     }
+    // Absent when off: older sweeps resume.
+    if (options.dataset.skip != 0) settings["skip"] = options.dataset.skip;
+    if (g.cache_prompt) settings["cache_prompt"] = true;
     return settings;
 }
 

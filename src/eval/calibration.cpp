@@ -19,23 +19,45 @@ std::pair<std::vector<Problem>, std::vector<Problem>> calibration_split(std::vec
     return split;
 }
 
-std::map<std::string, AccuracyLoss> accuracy_losses(const std::vector<SweepExample>& examples,
-                                                    std::span<const SweepPoint> points, std::span<const Problem> problems) {
-    std::map<std::pair<std::string, std::string>, bool> correct;  // (point, id) -> verdict
-    for (const SweepExample& e : examples) correct[{e.point, e.id}] = e.correct;
-    const auto verdicts = [&](const std::string& point) {
-        std::vector<bool> v;
+CalibrationMeasure parse_calibration_measure(const std::string& name) {
+    if (name == "accuracy") return CalibrationMeasure::Accuracy;
+    if (name == "agreement") return CalibrationMeasure::Agreement;
+    throw Error(fmt::format("--measure: '{}' is not accuracy or agreement", name));
+}
+
+std::map<std::string, AccuracyLoss> losses_against_vanilla(const std::vector<SweepExample>& examples,
+                                                           std::span<const SweepPoint> points,
+                                                           std::span<const Problem> problems, CalibrationMeasure measure) {
+    std::map<std::pair<std::string, std::string>, const SweepExample*> result;  // (point, id) -> its example
+    for (const SweepExample& e : examples) result[{e.point, e.id}] = &e;
+    const auto results = [&](const std::string& point) {
+        std::vector<const SweepExample*> v;
         for (const Problem& p : problems) {
-            const auto it = correct.find({point, p.id});
-            if (it == correct.end()) throw Error(fmt::format("calibration: {} has no result for problem {}", point, p.id));
+            const auto it = result.find({point, p.id});
+            if (it == result.end()) throw Error(fmt::format("calibration: {} has no result for problem {}", point, p.id));
             v.push_back(it->second);
         }
         return v;
     };
-    const std::vector<bool> reference = verdicts("vanilla");
+    const auto correct = [](const std::vector<const SweepExample*>& v) {
+        std::vector<bool> verdicts;
+        for (const SweepExample* e : v) verdicts.push_back(e->correct);
+        return verdicts;
+    };
+    const std::vector<const SweepExample*> reference = results("vanilla");
     std::map<std::string, AccuracyLoss> losses;
-    for (const SweepPoint& point : points)
-        if (point.rule != "vanilla") losses[point.label()] = paired_accuracy_loss(reference, verdicts(point.label()));
+    for (const SweepPoint& point : points) {
+        if (point.rule == "vanilla") continue;
+        const std::vector<const SweepExample*> candidate = results(point.label());
+        if (measure == CalibrationMeasure::Accuracy) {
+            losses[point.label()] = paired_accuracy_loss(correct(reference), correct(candidate));
+            continue;
+        }
+        size_t same = 0;
+        for (size_t i = 0; i < candidate.size(); ++i) same += candidate[i]->prediction == reference[i]->prediction;
+        const Proportion agreement = wilson_proportion(same, candidate.size());
+        losses[point.label()] = {1 - agreement.value, 1 - agreement.high, 1 - agreement.low, candidate.size()};
+    }
     return losses;
 }
 

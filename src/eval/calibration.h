@@ -20,10 +20,19 @@ namespace klspec {
 // goes to calibration (first), the rest to validation (second). Same problems, same split, on every machine.
 std::pair<std::vector<Problem>, std::vector<Problem>> calibration_split(std::vector<Problem> problems, double share);
 
-// Each non-vanilla point's paired accuracy loss against vanilla over `problems`, all of which must be
+// What a setting is charged for against vanilla. Accuracy: the paired accuracy loss. Agreement: the share
+// of problems whose scored answer differs from vanilla's, with its Wilson interval; a model that solves
+// few problems loses no accuracy whatever a rule changes, while its answers still change.
+enum class CalibrationMeasure { Accuracy, Agreement };
+// "accuracy" or "agreement"; klspec::Error otherwise.
+CalibrationMeasure parse_calibration_measure(const std::string& name);
+
+// Each non-vanilla point's loss against vanilla over `problems` under `measure`, all of which must be
 // stored for every point (klspec::Error otherwise).
-std::map<std::string, AccuracyLoss> accuracy_losses(const std::vector<SweepExample>& examples,
-                                                    std::span<const SweepPoint> points, std::span<const Problem> problems);
+std::map<std::string, AccuracyLoss> losses_against_vanilla(const std::vector<SweepExample>& examples,
+                                                           std::span<const SweepPoint> points,
+                                                           std::span<const Problem> problems,
+                                                           CalibrationMeasure measure = CalibrationMeasure::Accuracy);
 
 // Of `summaries` (vanilla first), the index of the point with the highest MAT whose loss is at most
 // max_loss (strict: the upper end of its confidence interval); nullopt when none is.

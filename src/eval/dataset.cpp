@@ -242,6 +242,9 @@ std::vector<Problem> seeded_subset(std::vector<Problem> problems, size_t size) {
 std::vector<Problem> DatasetChoice::load() const {
     std::vector<Problem> problems = load_dataset(name_or_path, data_dir, split);
     if (!full_split && split == "test") problems = seeded_subset(std::move(problems), default_subset_size(name_or_path));
+    if (skip >= problems.size() && skip > 0)
+        throw Error(fmt::format("--skip {} leaves none of the {} problems of {}", skip, problems.size(), name_or_path));
+    problems.erase(problems.begin(), problems.begin() + static_cast<std::ptrdiff_t>(skip));
     if (limit != 0 && problems.size() > limit) problems.resize(limit);
     if (problems.empty()) throw Error(fmt::format("no problems in dataset: {}", name_or_path));
     return problems;

@@ -75,9 +75,11 @@ struct DatasetChoice {
     std::string name_or_path;
     std::string data_dir = "../shared/datasets";
     std::string split = "test";
-    size_t limit = 0;          // 0: all; applied after the subset
+    size_t skip = 0;           // problems left out first, after the subset
+    size_t limit = 0;          // 0: all; applied after the subset and the skip
     bool full_split = false;   // the whole split instead of the default subset (test split only)
-    // The chosen problems: the split (its default subset unless full_split), then the first `limit`.
+    // The chosen problems: the split (its default subset unless full_split), less the first `skip`, then
+    // the first `limit`.
     std::vector<Problem> load() const;
 };
 

@@ -114,6 +114,7 @@ nlohmann::json to_json(const SweepExample& e) {
             {"correct", e.correct},
             {"stop_reason", e.stop_reason},
             {"prompt_tokens", s.prompt_tokens},
+            {"prompt_cached_tokens", s.prompt_cached_tokens},
             {"emitted", s.emitted},
             {"target_calls", s.target_calls},
             {"draft_calls", s.draft_calls},
@@ -134,6 +135,7 @@ SweepExample sweep_example_from_json(const nlohmann::json& row) {
     e.stop_reason = row.at("stop_reason").get<std::string>();
     GenerationStats& s = e.stats;
     s.prompt_tokens = row.at("prompt_tokens").get<int64_t>();
+    s.prompt_cached_tokens = row.value("prompt_cached_tokens", int64_t{0});  // absent in older sweeps
     s.emitted = row.at("emitted").get<int64_t>();
     s.target_calls = row.at("target_calls").get<int64_t>();
     s.draft_calls = row.at("draft_calls").get<int64_t>();

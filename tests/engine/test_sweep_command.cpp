@@ -177,6 +177,27 @@ TEST(CalibrateCommand, ChoosesTheHighestMatWithinBudgetAndValidates) {
 }
 
 // Every dataset klspec knows runs end to end through sweep (load, prompt, decode, score) on 2 problems.
+TEST(SweepCommand, CachedPromptsGiveTheSameResults) {
+    // Two slots, the word problems' shared "Question:" opening: with --cache-prompt the slots reuse it, and
+    // every output and counter is what the uncached sweep gives.
+    const std::string plain = test::temp_path("sweep-plain"), cached = test::temp_path("sweep-cached");
+    ASSERT_EQ(test::run_command(sweep_command(plain, "-np 2")).exit_code, 0);
+    const test::CommandResult r = test::run_command(sweep_command(cached, "-np 2 --cache-prompt"));
+    ASSERT_EQ(r.exit_code, 0) << r.errors;
+    auto with_cache = results_of(cached), without = results_of(plain);
+    int64_t reused = 0;
+    for (auto& [key, row] : with_cache) {
+        reused += row["prompt_cached_tokens"].get<int64_t>();
+        EXPECT_EQ(without.at(key)["prompt_cached_tokens"], 0);
+        row.erase("prompt_cached_tokens");
+        without.at(key).erase("prompt_cached_tokens");
+    }
+    EXPECT_GT(reused, 0);
+    EXPECT_EQ(with_cache, without);
+    EXPECT_EQ(nlohmann::json::parse(std::ifstream(cached + "/sweep.json"))["cache_prompt"], true);
+    EXPECT_FALSE(nlohmann::json::parse(std::ifstream(plain + "/sweep.json")).contains("cache_prompt"));
+}
+
 TEST(SweepCommand, EveryDatasetRunsEndToEnd) {
     const std::string datasets = std::string(KLSPEC_SHARED_DIR) + "/datasets";
     std::vector<std::string> names = {std::string(KLSPEC_SOURCE_DIR) + "/data/testbed_choice_test.jsonl",

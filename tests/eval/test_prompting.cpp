@@ -61,6 +61,19 @@ TEST(Prompting, Gsm8kPlainPromptHasEightCleanedExemplars) {
     EXPECT_EQ(problems[0].prompt.substr(0, 2000), prompt.substr(0, 2000));  // the same exemplars for every problem
 }
 
+TEST(Prompting, SkipLeavesOutTheFirstProblemsBeforeTheLimit) {
+    if (!std::filesystem::exists(kDatasets + "/gsm8k/train.jsonl")) GTEST_SKIP() << test::kNoSharedDatasets;
+    const std::vector<Problem> train = load_dataset("gsm8k", kDatasets, "train");
+    DatasetChoice choice{"gsm8k", kDatasets, "train"};
+    choice.skip = 240;
+    choice.limit = 3;
+    const std::vector<Problem> chosen = choice.load();
+    ASSERT_EQ(chosen.size(), 3u);
+    for (size_t i = 0; i < chosen.size(); ++i) EXPECT_EQ(chosen[i].id, train[240 + i].id);
+    choice.skip = train.size();
+    EXPECT_THROW(choice.load(), Error);
+}
+
 TEST(Prompting, MmluProPlainPromptHasItsCategorysFiveExemplarsAndOptions) {
     if (!std::filesystem::exists(kDatasets + "/mmlu_pro/validation.jsonl")) GTEST_SKIP() << test::kNoSharedDatasets;
     const Model model(test::kTargetModel);

@@ -191,7 +191,7 @@ TEST(Calibration, PicksTheHighestMatWithinTheBudget) {
         examples.push_back(example("kl:1", id, i % 2 == 0 && i != 0, 10, 3, 0.1));      // loss 0.5 %
         examples.push_back(example("kl:3", id, i % 2 == 0 && i % 10 != 0, 10, 2, 0.1));  // loss 10 %
     }
-    const auto losses = accuracy_losses(examples, points, problems);
+    const auto losses = losses_against_vanilla(examples, points, problems);
     EXPECT_DOUBLE_EQ(losses.at("kl:1").loss, 0.005);
     EXPECT_DOUBLE_EQ(losses.at("kl:3").loss, 0.1);
     const std::vector<PointSummary> s = summarize_sweep(points, examples);
@@ -201,7 +201,39 @@ TEST(Calibration, PicksTheHighestMatWithinTheBudget) {
     EXPECT_FALSE(pick_within_budget(s, {{"kl:3", losses.at("kl:3")}}, 0.01, false).has_value());
 
     problems.push_back({"200", "q", "1", Scorer::Gsm8k, ""});
-    EXPECT_THROW(accuracy_losses(examples, points, problems), Error);  // a problem without results
+    EXPECT_THROW(losses_against_vanilla(examples, points, problems), Error);  // a problem without results
+}
+
+TEST(Calibration, AgreementChargesEveryChangedAnswer) {
+    // 20 problems vanilla gets wrong: a rule that changes 2 of their answers loses no accuracy but 10 % agreement.
+    const std::vector<SweepPoint> points = parse_sweep_points({"kl:0.5,1"}, {});
+    std::vector<Problem> problems;
+    std::vector<SweepExample> examples;
+    for (int i = 0; i < 20; ++i) {
+        const std::string id = std::to_string(i);
+        problems.push_back({id, "q", "1", Scorer::Gsm8k, ""});
+        for (const std::string point : {"vanilla", "kl:0.5", "kl:1"}) {
+            SweepExample e = example(point, id, false, 10, point == std::string("kl:1") ? 4 : 5, 0.1);  // kl:1: more MAT
+            const std::string answer = i % 3 == 0 ? std::string() : std::string("5");  // "" (no answer) agrees with ""
+            e.prediction = point == "kl:1" && i < 2 ? std::string("7") : answer;
+            examples.push_back(e);
+        }
+    }
+    const auto accuracy = losses_against_vanilla(examples, points, problems, CalibrationMeasure::Accuracy);
+    EXPECT_DOUBLE_EQ(accuracy.at("kl:1").loss, 0.0);
+    const auto agreement = losses_against_vanilla(examples, points, problems, CalibrationMeasure::Agreement);
+    EXPECT_DOUBLE_EQ(agreement.at("kl:0.5").loss, 0.0);
+    EXPECT_DOUBLE_EQ(agreement.at("kl:1").loss, 0.1);
+    const Proportion wilson = wilson_proportion(18, 20);
+    EXPECT_DOUBLE_EQ(agreement.at("kl:1").low, 1 - wilson.high);
+    EXPECT_DOUBLE_EQ(agreement.at("kl:1").high, 1 - wilson.low);
+    EXPECT_GT(agreement.at("kl:0.5").high, 0.0) << "20 of 20 still leaves an interval";
+    EXPECT_EQ(agreement.at("kl:1").problems, 20u);
+    const std::vector<PointSummary> s = summarize_sweep(points, examples);
+    EXPECT_EQ(s[*pick_within_budget(s, accuracy, 0.05, false)].point, "kl:1");
+    EXPECT_EQ(s[*pick_within_budget(s, agreement, 0.05, false)].point, "kl:0.5");
+    EXPECT_EQ(parse_calibration_measure("agreement"), CalibrationMeasure::Agreement);
+    EXPECT_THROW(parse_calibration_measure("speed"), Error);
 }
 
 TEST(Calibration, SplitIsSeededByIdAndBudgetsParse) {
