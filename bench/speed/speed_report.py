@@ -147,11 +147,14 @@ def main():
     ap.add_argument("--tau", default="auto", help="KL threshold, or auto: the one `klspec calibrate` picks")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=5, help="llama-bench -r")
-    ap.add_argument("--spec-prompts", type=int, default=3, help="prompts of the llama-speculative-simple comparison")
+    ap.add_argument("--spec-prompts", type=int, default=3,
+                    help="prompts of the llama-speculative-simple comparison (0: leave it out)")
     ap.add_argument("--passes", type=int, default=2, help="interleaved passes over the klspec bench settings, pooled")
     ap.add_argument("--fresh", action="store_true", help="measure everything again")
     ap.add_argument("--klspec", type=Path, default=KLSPEC, help="the klspec binary (a GPU build: build-gpu/klspec)")
     ap.add_argument("--ngl", type=int, default=0, help="layers offloaded to the GPU, both models, every run")
+    ap.add_argument("--commit", help="the measured klspec's commit, for the header (default: the checkout's HEAD; "
+                    "name it when --klspec is a copy built earlier)")
     ap.add_argument("--baseline", type=Path, help="another klspec binary (an earlier commit's): its automatic choice "
                     "runs beside the others as one more setting, 'auto (baseline)'")
     a = ap.parse_args()
@@ -243,7 +246,7 @@ def main():
     np_rows = {label: results[("np", label)] for label, _, _ in np_configs if ("np", label) in results}
 
     # 5. llama-speculative-simple against klspec on the same prompts.
-    spec_rows = {}
+    spec_rows = {}  # none with --spec-prompts 0
     for name, path in targets.items():
         for g in GAMMAS:
             spec_rows[(name, f"llama-speculative-simple γ {g}")] = [
@@ -261,15 +264,17 @@ def main():
 
 
 def write_report(a, targets, curves, draft_curve, results, configs, tau, calibration, np_rows, spec_rows):
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
+    commit = a.commit or subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                        text=True).stdout.strip()
     L = ["# Speed", "",
          "What speculation gains on this machine, per weight type of the target, every ratio measured side by side",
-         "in one run. Regenerate (about 25 minutes on 2 cores; resumes when interrupted):", "",
+         "in one run. Regenerate (25-50 minutes a pass on 2 cores, by CPU; resumes when interrupted):", "",
          "```", "/usr/bin/python3 bench/speed/speed_report.py", "```", "",
          f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, klspec {commit}, pinned llama.cpp de3ff815 "
          f"(llamafile sgemm on, as the default build), `-t {a.threads}`:", ""]
     L += cpu_header() + [""]
+    if a.baseline:
+        L += [f"`auto (baseline)` rows: the same runs with another build, `{a.baseline.name}`, interleaved with the rest.", ""]
     t_draft = draft_curve["1"]
     L += ["## Cost of a batch (llama-bench)", "",
           f"Milliseconds for one decode of b tokens (`llama-bench -p b -n 0`, median of {a.reps}); the draft "
@@ -354,12 +359,13 @@ def write_report(a, targets, curves, draft_curve, results, configs, tau, calibra
             per_pass = " / ".join(f"{x / y:.2f}×" for x, y in zip(auto["passes_throughput"], fixed["passes_throughput"]))
             L += ["", f"Goal: `{label}` ≥ vanilla γ 8: {auto['throughput_tokens_per_second'] / fixed['throughput_tokens_per_second']:.2f}× "
                   f"pooled ({per_pass} per pass)."]
-    L += ["", f"## Against llama.cpp's speculative example (the first {a.spec_prompts} word problems, -n 256)", "",
-          "Decode tokens/s as each program reports it (`llama-speculative-simple --spec-type draft-simple "
-          "--spec-draft-n-min 0 --temp 0`; `klspec generate --json`'s decode time).", "",
-          "| target | " + " | ".join(f"llama γ {g}" for g in GAMMAS) + " | " + " | ".join(f"klspec γ {g}" for g in GAMMAS) +
-          " | klspec auto | klspec best / llama best |", "|---|" + "---:|" * (2 * len(GAMMAS) + 2)]
-    for name in targets:
+    if a.spec_prompts > 0:
+        L += ["", f"## Against llama.cpp's speculative example (the first {a.spec_prompts} word problems, -n 256)", "",
+              "Decode tokens/s as each program reports it (`llama-speculative-simple --spec-type draft-simple "
+              "--spec-draft-n-min 0 --temp 0`; `klspec generate --json`'s decode time).", "",
+              "| target | " + " | ".join(f"llama γ {g}" for g in GAMMAS) + " | " + " | ".join(f"klspec γ {g}" for g in GAMMAS) +
+              " | klspec auto | klspec best / llama best |", "|---|" + "---:|" * (2 * len(GAMMAS) + 2)]
+    for name in targets if a.spec_prompts > 0 else []:
         llama = [rate(spec_rows[(name, f"llama-speculative-simple γ {g}")]) for g in GAMMAS]
         ours = [rate(spec_rows[(name, f"klspec vanilla γ {g}")]) for g in GAMMAS]
         auto = rate(spec_rows[(name, "klspec auto")])
