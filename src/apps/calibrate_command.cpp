@@ -21,7 +21,7 @@ struct CalibrateOptions {
     std::string rule = "kl";
     std::string values = "0.1,0.2,0.3,0.5,0.75,1,1.5,2,3,5";
     std::string max_loss = "1%";
-    std::string measure = "accuracy";
+    std::string measure = "accuracy";  // parse_calibration_measure
     double calibration_share = 0.5;
     bool strict = false;
     bool json = false;
@@ -29,8 +29,8 @@ struct CalibrateOptions {
 
 // Runs `points` on `problems` into DIR/<name>, resumably; returns the summaries (vanilla first) and losses.
 std::pair<std::vector<PointSummary>, std::map<std::string, AccuracyLoss>> run_stage(
-    const CalibrateOptions& options, DecodingSession& session, const PromptFormat& format, const std::string& name,
-    const std::vector<Problem>& problems, const std::vector<SweepPoint>& points) {
+    const CalibrateOptions& options, CalibrationMeasure measure, DecodingSession& session, const PromptFormat& format,
+    const std::string& name, const std::vector<Problem>& problems, const std::vector<SweepPoint>& points) {
     nlohmann::json settings = sweep_settings(options.common, session, format);
     settings["stage"] = name;
     settings["calibration_share"] = options.calibration_share;
@@ -42,8 +42,7 @@ std::pair<std::vector<PointSummary>, std::map<std::string, AccuracyLoss>> run_st
     progress.finish();
     std::vector<PointSummary> summaries = summarize_sweep(points, store.examples());
     write_sweep_summary(store.dir(), summaries);
-    return {std::move(summaries),
-            losses_against_vanilla(store.examples(), points, problems, parse_calibration_measure(options.measure))};
+    return {std::move(summaries), losses_against_vanilla(store.examples(), points, problems, measure)};
 }
 
 nlohmann::json loss_to_json(const PointSummary& s, const AccuracyLoss& loss) {
@@ -53,8 +52,9 @@ nlohmann::json loss_to_json(const PointSummary& s, const AccuracyLoss& loss) {
 
 void run_calibrate(const CalibrateOptions& options) {
     const double budget = parse_accuracy_budget(options.max_loss);
-    const bool agreement = parse_calibration_measure(options.measure) == CalibrationMeasure::Agreement;
-    const char* loss_name = agreement ? "disagreement with vanilla's answers" : "loss against vanilla";
+    const CalibrationMeasure measure = parse_calibration_measure(options.measure);
+    const char* loss_name =
+        measure == CalibrationMeasure::Agreement ? "disagreement with vanilla's answers" : "loss against vanilla";
     if (options.rule == "vanilla") throw Error("calibrate: vanilla is lossless; name a lossy rule with --rule");
     std::vector<Problem> problems = load_scored_problems(options.common.dataset);
     const std::vector<SweepPoint> points = parse_sweep_points({options.rule + ":" + options.values}, options.common.run.judge);
@@ -62,7 +62,7 @@ void run_calibrate(const CalibrateOptions& options) {
     DecodingSession session = open_sweep_session(options.common, points, problems, format);
     auto [calibration, validation] = calibration_split(std::move(problems), options.calibration_share);
 
-    const auto [summaries, losses] = run_stage(options, session, format, "calibration", calibration, points);
+    const auto [summaries, losses] = run_stage(options, measure, session, format, "calibration", calibration, points);
     const std::optional<size_t> chosen = pick_within_budget(summaries, losses, budget, options.strict);
 
     nlohmann::json report = {{"rule", options.rule}, {"measure", options.measure}, {"max_loss", budget}, {"strict", options.strict},
@@ -87,7 +87,7 @@ void run_calibrate(const CalibrateOptions& options) {
     } else {
         const SweepPoint& point = points[*chosen];  // summaries follow the points' order
         const std::vector<SweepPoint> check{points.front(), point};
-        const auto [held_out, held_out_losses] = run_stage(options, session, format, "validation", validation, check);
+        const auto [held_out, held_out_losses] = run_stage(options, measure, session, format, "validation", validation, check);
         const AccuracyLoss& loss = held_out_losses.at(point.label());
         const bool within = (options.strict ? loss.high : loss.loss) <= budget + 1e-12;
         report["chosen"] = point.label();
