@@ -136,14 +136,14 @@ void DepthAcceptance::record(int32_t drafted, int32_t accepted) {
     }
 }
 
-std::vector<double> DepthAcceptance::rates(int32_t max_depth, double scale) const {
+std::vector<double> DepthAcceptance::rates(int32_t max_depth, double rejection_scale) const {
     std::vector<double> out;
     double prior = AcceptanceEstimate::kDecoderPrior;
     for (int32_t j = 0; j < max_depth; ++j) {
         const size_t d = static_cast<size_t>(std::min(j, kMaxDepth - 1));
         const double rate = (kept_[d] + prior * AcceptanceEstimate::kPriorWeight / 4) /
                             (trials_[d] + AcceptanceEstimate::kPriorWeight / 4);
-        out.push_back(std::clamp(rate * scale, 0.0, 0.999));
+        out.push_back(std::clamp(1.0 - (1.0 - rate) * rejection_scale, 0.0, 0.999));
         prior = rate;
     }
     return out;

@@ -120,9 +120,12 @@ public:
     static constexpr int32_t kMaxDepth = 64;
 
     void record(int32_t drafted, int32_t accepted);
-    // Rates for depths 1..max_depth, scaled by `scale` (a sequence's rate against the decoder's) and kept
-    // below 1.
-    std::vector<double> rates(int32_t max_depth, double scale = 1.0) const;
+    // Rates for depths 1..max_depth at a sequence's level: each depth's rejection rate times
+    // `rejection_scale` (the sequence's rejection rate against the decoder's), kept within [0, 0.999].
+    // Scaling rejections, not acceptances: a scaled acceptance compounds over the depths (a sequence 6 %
+    // above the decoder's rate put 1.06 × 0.95 > 1 at every deep depth of a pair that accepts much),
+    // which overrates long drafts (docs/cost-model.md).
+    std::vector<double> rates(int32_t max_depth, double rejection_scale = 1.0) const;
 
 private:
     std::vector<double> kept_ = std::vector<double>(kMaxDepth, 0.0);

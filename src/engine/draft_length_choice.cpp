@@ -125,13 +125,14 @@ void SpeculativeDecoder::choose_draft_lengths_for(std::span<Sequence* const> act
 
 DraftCandidate SpeculativeDecoder::draft_candidate(const Sequence& seq, DraftSource drafter, int32_t min_length,
                                                    int32_t max_length) const {
-    // The drafter's profile over depths, at the sequence's level: its running rate for that drafter (shrunk to
-    // the decoder's) against the decoder's.
+    // The drafter's profile over depths, at the sequence's level: its running rejection rate for that drafter
+    // (shrunk to the decoder's) against the decoder's.
     const size_t source = static_cast<size_t>(drafter);
     const double decoder_rate = decoder_acceptance_[source].rate(AcceptanceEstimate::kDecoderPrior);
-    const double scale = seq.acceptance_estimates_[source].rate(decoder_rate) / decoder_rate;
+    const double sequence_rate = seq.acceptance_estimates_[source].rate(decoder_rate);
+    const double rejection_scale = decoder_rate < 1.0 ? (1.0 - sequence_rate) / (1.0 - decoder_rate) : 1.0;
     const bool lookup = drafter == DraftSource::Ngram;
-    return {seq.id_, depth_acceptance_[source].rates(std::max(max_length, 1), scale), min_length, max_length,
+    return {seq.id_, depth_acceptance_[source].rates(std::max(max_length, 1), rejection_scale), min_length, max_length,
             !lookup, lookup ? ngram_lookup_seconds_ : 0.0};
 }
 
