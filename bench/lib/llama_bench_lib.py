@@ -25,9 +25,10 @@ def default_llama_install():
         return Path(os.environ["KLSPEC_LLAMA_INSTALL"])
     cache = Path(os.environ.get("KLSPEC_CACHE", Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "klspec"))
     builds = sorted(cache.glob(f"llama.cpp-{LLAMA_COMMIT[:12]}-*/install/bin/llama-bench"))
-    done = [b for b in builds if (b.parents[2] / ".complete").exists()]
+    # scripts/build-llama.sh marks a build whose reference tools are installed with .common-installed.
+    done = [b for b in builds if (b.parents[2] / ".common-installed").exists()]
     if not done and len(builds) == 1:
-        print(f"bench: no llama.cpp build under {cache} is marked .complete; using {builds[0].parents[1]}",
+        print(f"bench: no llama.cpp build under {cache} is marked .common-installed; using {builds[0].parents[1]}",
               file=sys.stderr)
         done = builds
     if len(done) > 1 or (not done and builds):
