@@ -130,7 +130,8 @@ DraftCandidate SpeculativeDecoder::draft_candidate(const Sequence& seq, DraftSou
     const size_t source = static_cast<size_t>(drafter);
     const double decoder_rate = decoder_acceptance_[source].rate(AcceptanceEstimate::kDecoderPrior);
     const double sequence_rate = seq.acceptance_estimates_[source].rate(decoder_rate);
-    const double rejection_scale = decoder_rate < 1.0 ? (1.0 - sequence_rate) / (1.0 - decoder_rate) : 1.0;
+    // decoder_rate < 1: its prior (kDecoderPrior, weight kPriorWeight) keeps it there.
+    const double rejection_scale = (1.0 - sequence_rate) / (1.0 - decoder_rate);
     const bool lookup = drafter == DraftSource::Ngram;
     return {seq.id_, depth_acceptance_[source].rates(std::max(max_length, 1), rejection_scale), min_length, max_length,
             !lookup, lookup ? ngram_lookup_seconds_ : 0.0};
