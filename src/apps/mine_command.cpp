@@ -29,7 +29,7 @@ void run_mine(const MineOptions& options) {
     std::vector<Problem> problems = options.dataset.load();
     RunOptions run = options.run;
     run.context.hidden_states = true;
-    run.context.n_sequences = 1;
+    run.context.n_sequences = 2;  // continuations on one, teacher-forced passes on the other (mine_problem)
     DecodingSession session = open_session(run);
     prepare_prompts(problems, options.dataset, options.prompt, session);
     if (!session.draft) throw Error("mining needs a draft model (-md)");

@@ -9,9 +9,6 @@
 namespace klspec {
 namespace {
 
-std::span<const float> row(const std::vector<float>& rows, int32_t width, int32_t index) {
-    return {rows.data() + static_cast<size_t>(index) * static_cast<size_t>(width), static_cast<size_t>(width)};
-}
 
 }  // namespace
 
@@ -21,6 +18,11 @@ ProblemMining mine_problem(SpeculativeDecoder& decoder, const Problem& problem, 
     GenerationOptions generation;
     generation.draft_max = options.draft_max;
     generation.sampling.seed = options.seed;
+    // Every continuation shares the prompt and part of the response with the one before: sequence id 0
+    // keeps its cells for the next, and the teacher-forced passes run on the last id (with one id they
+    // overwrite them, and each continuation prefills the prompt again).
+    generation.cache_prompt = true;
+    const int32_t pass_id = decoder.n_sequences() - 1;
 
     // The target's continuation of `prefix` (prompt included): vanilla speculative decoding, which is
     // lossless, so greedy it is exactly the target's own greedy text, only faster.
@@ -45,11 +47,13 @@ ProblemMining mine_problem(SpeculativeDecoder& decoder, const Problem& problem, 
     }
     const std::optional<std::string> answer =
         extract_answer(problem.scorer, target.text(std::span(sequence).subspan(static_cast<size_t>(P))));
-    ForwardResult draft_pass = decoder.forward(ModelRole::Draft, sequence, /*with_hidden=*/false);
+    // Outputs from the prompt's last row on: the prompt's rows would only feed the 262,144-row head of a
+    // large vocabulary.
+    ForwardResult draft_pass = decoder.forward(ModelRole::Draft, sequence, /*with_hidden=*/false, pass_id, P - 1);
     ++mining.forward_passes;
 
     for (int32_t i = 0; P + i < static_cast<int32_t>(sequence.size()); ++i) {
-        const int32_t d = argmax(row(draft_pass.logits, draft_pass.n_vocab, P + i - 1));
+        const int32_t d = argmax(draft_pass.logits_row(P + i - 1));
         if (d == sequence[static_cast<size_t>(P + i)]) continue;
 
         // Swap d in and let the target go on from there (nothing to continue after an end token).
@@ -59,8 +63,12 @@ ProblemMining mine_problem(SpeculativeDecoder& decoder, const Problem& problem, 
             const std::vector<int32_t> rest = continuation(swapped, options.max_tokens - (i + 1), /*sampled=*/true);
             swapped.insert(swapped.end(), rest.begin(), rest.end());
         }
-        const ForwardResult target_pass = decoder.forward(ModelRole::Target, swapped, /*with_hidden=*/true);
-        ForwardResult swapped_draft_pass = decoder.forward(ModelRole::Draft, swapped, /*with_hidden=*/true);
+        // The target's two rows (p_i and the hidden state after d) need nothing after d; the draft's rows
+        // from p_i on become the draft pass of the response if the swap is kept.
+        const ForwardResult target_pass = decoder.forward(ModelRole::Target, std::span(swapped).first(size_t(P + i + 1)),
+                                                          /*with_hidden=*/true, pass_id, P + i - 1);
+        ForwardResult swapped_draft_pass =
+            decoder.forward(ModelRole::Draft, swapped, /*with_hidden=*/true, pass_id, P + i - 1);
         mining.forward_passes += 2;
 
         MinedMismatch m;
@@ -72,14 +80,14 @@ ProblemMining mine_problem(SpeculativeDecoder& decoder, const Problem& problem, 
         m.answer_after_swap =
             extract_answer(problem.scorer, target.text(std::span(swapped).subspan(static_cast<size_t>(P))));
         m.important = m.answer_after_swap != answer;
-        const std::span<const float> target_hidden = row(target_pass.hidden, target_pass.n_embd, P + i);
-        const std::span<const float> draft_hidden = row(swapped_draft_pass.hidden, swapped_draft_pass.n_embd, P + i);
+        const std::span<const float> target_hidden = target_pass.hidden_row(P + i);
+        const std::span<const float> draft_hidden = swapped_draft_pass.hidden_row(P + i);
         m.target_hidden.assign(target_hidden.begin(), target_hidden.end());
         m.draft_hidden.assign(draft_hidden.begin(), draft_hidden.end());
         // p_i and q_i are the rows that predicted position i (unchanged by the swap, which comes after them).
         DraftPosition position;
-        position.target_logits = row(target_pass.logits, target_pass.n_vocab, P + i - 1);
-        position.draft_logits = row(swapped_draft_pass.logits, swapped_draft_pass.n_vocab, P + i - 1);
+        position.target_logits = target_pass.logits_row(P + i - 1);
+        position.draft_logits = swapped_draft_pass.logits_row(P + i - 1);
         position.draft_token = d;
         const JudgedPosition stats = describe_position(position);
         m.kl = stats.kl;

@@ -97,26 +97,26 @@ void ModelContext::decode(const Batch& batch) {
 }
 
 void ModelContext::decode_chunks(int32_t sequence_id, std::span<const int32_t> tokens, int32_t first_pos,
-                                 bool outputs, const std::function<void()>& after_chunk) {
+                                 size_t first_output, const std::function<void(size_t start)>& after_chunk) {
     for (size_t start = 0; start < tokens.size(); start += static_cast<size_t>(chunk_.capacity())) {
         chunk_.clear();
         const size_t end = std::min(tokens.size(), start + static_cast<size_t>(chunk_.capacity()));
         for (size_t i = start; i < end; ++i)
-            chunk_.add(tokens[i], first_pos + static_cast<int32_t>(i), sequence_id, outputs);
+            chunk_.add(tokens[i], first_pos + static_cast<int32_t>(i), sequence_id, i >= first_output);
         decode(chunk_);
-        if (after_chunk) after_chunk();
+        if (after_chunk) after_chunk(start);
     }
 }
 
 void ModelContext::prefill(int32_t sequence_id, std::span<const int32_t> tokens, int32_t first_pos) {
-    decode_chunks(sequence_id, tokens, first_pos, false, {});
+    decode_chunks(sequence_id, tokens, first_pos, tokens.size(), {});
 }
 
 void ModelContext::forward_rows(int32_t sequence_id, std::span<const int32_t> tokens, int32_t first_pos,
-                                const std::function<void(size_t index, int32_t row)>& on_row) {
-    size_t done = 0;
-    decode_chunks(sequence_id, tokens, first_pos, true, [&] {
-        for (int32_t row = 0; row < chunk_.size(); ++row) on_row(done++, row);
+                                const std::function<void(size_t index, int32_t row)>& on_row, size_t first_output) {
+    decode_chunks(sequence_id, tokens, first_pos, first_output, [&](size_t start) {
+        for (int32_t row = 0; row < chunk_.size(); ++row)
+            if (start + static_cast<size_t>(row) >= first_output) on_row(start + static_cast<size_t>(row), row);
     });
 }
 

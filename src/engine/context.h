@@ -55,11 +55,12 @@ public:
     void decode(const Batch& batch);
     // Decodes `tokens` at positions first_pos.. of one sequence in chunks of n_batch, without outputs.
     void prefill(int32_t sequence_id, std::span<const int32_t> tokens, int32_t first_pos);
-    // Teacher-forced pass over `tokens` at positions first_pos.. of one sequence, every row output, calling
-    // on_row(i, row) once the output of tokens[i] is batch row `row` of the last decode (read it with
-    // logits(row) or hidden_state(row) inside the call): memory for one chunk, not n×V.
+    // Teacher-forced pass over `tokens` at positions first_pos.. of one sequence, every row from
+    // tokens[first_output] on output, calling on_row(i, row) once the output of tokens[i] is batch row `row`
+    // of the last decode (read it with logits(row) or hidden_state(row) inside the call): memory for one
+    // chunk, not n×V. The chunks are the same whatever first_output is; rows before it skip the output head.
     void forward_rows(int32_t sequence_id, std::span<const int32_t> tokens, int32_t first_pos,
-                      const std::function<void(size_t index, int32_t row)>& on_row);
+                      const std::function<void(size_t index, int32_t row)>& on_row, size_t first_output = 0);
     // Output of batch row i of the last decode.
     std::span<const float> logits(int32_t row) const;
     std::span<const float> hidden_state(int32_t row) const;
@@ -74,9 +75,10 @@ public:
     double decode_seconds() const { return decode_seconds_; }
 
 private:
-    // Decodes `tokens` in chunks of n_batch (every row output or none), calling `after_chunk` after each.
-    void decode_chunks(int32_t sequence_id, std::span<const int32_t> tokens, int32_t first_pos, bool outputs,
-                       const std::function<void()>& after_chunk);
+    // Decodes `tokens` in chunks of n_batch, the rows from tokens[first_output] on with an output, calling
+    // `after_chunk(start)` after each (start: the index of its first token).
+    void decode_chunks(int32_t sequence_id, std::span<const int32_t> tokens, int32_t first_pos, size_t first_output,
+                       const std::function<void(size_t start)>& after_chunk);
 
     const Model& model_;
     llama_context* ctx_ = nullptr;

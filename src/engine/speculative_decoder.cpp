@@ -244,16 +244,34 @@ void SpeculativeDecoder::finish(Sequence& seq, const StepCallback& on_step, std:
     kept_[static_cast<size_t>(seq.id_)] = {{seq.tokens_.begin(), seq.tokens_.begin() + target_kept}, draft_kept};
 }
 
+std::span<const float> ForwardResult::logits_row(int32_t i) const {
+    if (i < first_row || i >= n_tokens)
+        throw Error(fmt::format("ForwardResult: row {} is outside the rows output, {}..{}", i, first_row, n_tokens - 1));
+    return std::span(logits).subspan(static_cast<size_t>(i - first_row) * static_cast<size_t>(n_vocab),
+                                     static_cast<size_t>(n_vocab));
+}
+
+std::span<const float> ForwardResult::hidden_row(int32_t i) const {
+    if (i < first_row || i >= n_tokens || hidden.empty())
+        throw Error(fmt::format("ForwardResult: no hidden state for row {} (rows {}..{}{})", i, first_row, n_tokens - 1,
+                                hidden.empty() ? ", none asked for" : ""));
+    return std::span(hidden).subspan(static_cast<size_t>(i - first_row) * static_cast<size_t>(n_embd),
+                                     static_cast<size_t>(n_embd));
+}
+
 ForwardResult SpeculativeDecoder::forward(ModelRole role, std::span<const int32_t> tokens, bool with_hidden,
-                                          int32_t id) {
+                                          int32_t id, int32_t first_row) {
     ModelContext* ctx = role == ModelRole::Target ? &target_ctx_ : draft_ctx_.get();
     if (ctx == nullptr) throw Error("forward: the decoder has no draft model");
     if (to_int(tokens.size()) > ctx->n_ctx())
         throw Error(fmt::format("forward: {} tokens do not fit the context of {}", tokens.size(), ctx->n_ctx()));
     if (with_hidden && !ctx->has_hidden_states())
         throw Error("hidden states were requested from a context created without them");
+    if (first_row < 0 || first_row > to_int(tokens.size()))
+        throw Error(fmt::format("forward: first_row {} is outside 0..{}", first_row, tokens.size()));
     ForwardResult result;
     result.n_tokens = to_int(tokens.size());
+    result.first_row = first_row;
     result.n_vocab = ctx->model().n_vocab();
     result.n_embd = ctx->model().n_embd();
     teacher_forced(*ctx, id, tokens, [&](size_t, int32_t row) {
@@ -263,15 +281,16 @@ ForwardResult SpeculativeDecoder::forward(ModelRole role, std::span<const int32_
             const std::span<const float> hidden = ctx->hidden_state(row);
             result.hidden.insert(result.hidden.end(), hidden.begin(), hidden.end());
         }
-    });
+    }, static_cast<size_t>(first_row));
     return result;
 }
 
 void SpeculativeDecoder::teacher_forced(ModelContext& ctx, int32_t id, std::span<const int32_t> tokens,
-                                        const std::function<void(size_t index, int32_t row)>& on_row) {
+                                        const std::function<void(size_t index, int32_t row)>& on_row,
+                                        size_t first_output) {
     ctx.truncate(id, 0);
     kept_.at(static_cast<size_t>(id)) = {};  // whatever the id kept is overwritten
-    ctx.forward_rows(id, tokens, 0, on_row);
+    ctx.forward_rows(id, tokens, 0, on_row, first_output);
     ctx.truncate(id, 0);
 }
 

@@ -152,13 +152,18 @@ private:
     std::vector<int32_t> emitted_;
 };
 
-// Logits (and hidden states) of a teacher-forced pass: row i is the model's output after token i.
+// Logits (and hidden states) of a teacher-forced pass: row i is the model's output after token i, for the
+// rows from first_row on (the earlier ones were not asked for).
 struct ForwardResult {
     int32_t n_tokens = 0;
     int32_t n_vocab = 0;
     int32_t n_embd = 0;
-    std::vector<float> logits;  // n_tokens × n_vocab
-    std::vector<float> hidden;  // n_tokens × n_embd, when asked for
+    int32_t first_row = 0;
+    std::vector<float> logits;  // (n_tokens − first_row) × n_vocab
+    std::vector<float> hidden;  // (n_tokens − first_row) × n_embd, when asked for
+    // Row i's outputs, first_row ≤ i < n_tokens (klspec::Error otherwise).
+    std::span<const float> logits_row(int32_t i) const;
+    std::span<const float> hidden_row(int32_t i) const;
 };
 
 enum class ModelRole { Target, Draft };
@@ -187,8 +192,11 @@ public:
     GenerationResult generate(const std::string& prompt, GenerationOptions options, const StepCallback& on_step = {});
 
     // Teacher-forced logits (and hidden states when `with_hidden`; the context must have them) of `tokens`
-    // from position 0, chunked by the batch size, using sequence id `id` (its cache is overwritten).
-    ForwardResult forward(ModelRole role, std::span<const int32_t> tokens, bool with_hidden, int32_t id = 0);
+    // from position 0, chunked by the batch size, using sequence id `id` (its cache is overwritten). Only the
+    // rows from first_row on are output: the rows before it skip the output head, which on a large
+    // vocabulary costs more than the layers (262,144 rows: a long prompt's logits would be gigabytes).
+    ForwardResult forward(ModelRole role, std::span<const int32_t> tokens, bool with_hidden, int32_t id = 0,
+                          int32_t first_row = 0);
     // The target's teacher-forced log-probability of each of tokens[1..] given the tokens before it, with
     // the n_top most likely alternatives (OpenAI's echoed prompt logprobs; tokens[0] has none): one pass
     // on sequence id `id`, whose cache is overwritten, holding one chunk's logits at a time.
@@ -223,7 +231,7 @@ private:
     // A teacher-forced pass over `tokens` from position 0 on sequence id `id` of `ctx` (what the id kept is
     // dropped; its cells are freed afterwards), on_row as ModelContext::forward_rows.
     void teacher_forced(ModelContext& ctx, int32_t id, std::span<const int32_t> tokens,
-                        const std::function<void(size_t index, int32_t row)>& on_row);
+                        const std::function<void(size_t index, int32_t row)>& on_row, size_t first_output = 0);
     // Throws PromptError for a prompt that is empty or leaves no room to generate in the context.
     void check_prompt(std::span<const int32_t> prompt_tokens) const;
     // The step's stages, in order (DESIGN.md "One speculative step"). 0. The draft length

@@ -22,6 +22,7 @@ ContextOptions mining_context() {
     context.n_ctx = 512;
     context.n_threads = 1;
     context.hidden_states = true;
+    context.n_sequences = 2;  // mine_problem: continuations keep their cells on one id, passes run on the other
     return context;
 }
 

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 
+#include "core/distribution_stats.h"
 #include "core/error.h"
 #include "core/judge_factory.h"
 #include "core/judges/kl_judge.h"
@@ -617,6 +618,41 @@ TEST(Step, FirstTokenFromThePromptCostsNoTargetCallAndDecodesTheSame) {
     const GenerationResult one = decoder.generate(prompt, options);
     EXPECT_EQ(one.tokens, std::vector<int32_t>{plain.tokens[0]});
     EXPECT_EQ(one.stats.target_calls, 0);
+}
+
+// A pass asked for the rows from k on outputs exactly those rows (the prompt's rows skip the output head,
+// which on a 262,144-token vocabulary costs more than the layers), equal to the whole pass's rows, across
+// chunk boundaries; asking for a row it did not output is an error, not another row's numbers.
+TEST(Step, ForwardFromARowGivesThoseRowsOfTheWholePass) {
+    const Model target(test::kDefaultTarget);
+    ContextOptions options = test_context();
+    options.hidden_states = true;
+    options.n_batch = 8;  // chunks of 8: the first output row falls inside the third one
+    SpeculativeDecoder decoder(target, nullptr, options);
+    std::string text;
+    for (const std::string& prompt : test::story_prompts(4)) text += prompt + " ";
+    const std::vector<int32_t> tokens = target.tokenize(text, true);
+    ASSERT_GT(tokens.size(), 24u);
+    const ForwardResult whole = decoder.forward(ModelRole::Target, tokens, /*with_hidden=*/true);
+    const int32_t first = 19;
+    const ForwardResult part = decoder.forward(ModelRole::Target, tokens, /*with_hidden=*/true, 0, first);
+    const auto rows = static_cast<size_t>(int32_t(tokens.size()) - first);
+    ASSERT_EQ(part.logits.size(), rows * size_t(part.n_vocab));
+    ASSERT_EQ(part.hidden.size(), rows * size_t(part.n_embd));
+    for (int32_t i = first; i < int32_t(tokens.size()); ++i) {
+        const std::span<const float> a = whole.logits_row(i), b = part.logits_row(i);
+        const std::span<const float> ha = whole.hidden_row(i), hb = part.hidden_row(i);
+        double logit_diff = 0, hidden_diff = 0;
+        for (size_t v = 0; v < a.size(); ++v) logit_diff = std::max(logit_diff, std::abs(double(a[v]) - b[v]));
+        for (size_t j = 0; j < ha.size(); ++j) hidden_diff = std::max(hidden_diff, std::abs(double(ha[j]) - hb[j]));
+        EXPECT_LT(logit_diff, 1e-3) << "row " << i;
+        EXPECT_LT(hidden_diff, 1e-3) << "row " << i;
+        EXPECT_EQ(argmax(a), argmax(b)) << "row " << i;
+    }
+    EXPECT_THROW(part.logits_row(first - 1), Error);
+    EXPECT_THROW(part.hidden_row(int32_t(tokens.size())), Error);
+    EXPECT_THROW(decoder.forward(ModelRole::Target, tokens, false).hidden_row(first), Error);
+    EXPECT_THROW(decoder.forward(ModelRole::Target, tokens, false, 0, int32_t(tokens.size()) + 1), Error);
 }
 
 }  // namespace
