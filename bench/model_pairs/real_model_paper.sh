@@ -6,7 +6,7 @@
 # problems every point has decoded is usable at any time: --summary-only):
 #   1. gsm8k-sweep   GSM8K test (the seeded subset, first 200), 2-shot plain prompts, -n 96, greedy, γ 4 fixed, the
 #                    exit-9 adapter draft, --no-repack (greedy verification is then target-only decoding): vanilla,
-#                    KL at three τ, Top-2, target entropy, FSD (reverse KL)                             (~55 min)
+#                    KL at four τ, Top-2, target entropy at two thresholds, FSD (reverse KL)            (~75 min)
 #   2. mine, head    AutoJudge mining on GSM8K train problems the adapter was not trained on (--skip 400), and
 #                    train-judge on it
 #   3. autojudge-gsm8k   the head's point (and vanilla again: the head is a sweep-wide setting) on 1's problems
@@ -46,7 +46,7 @@ stage() {  # stage NAME COMMAND...: runs COMMAND unless NAME is done
 }
 
 stage gsm8k-sweep "$KLSPEC" sweep "${PAIR[@]}" "${DECODE[@]}" "${GSM8K[@]}" \
-  --rules kl:0.1,0.3,1 topk:2 target-entropy:3 fsd:1 --no-plots --out "$OUT/gsm8k-a9-g4"
+  --rules kl:0.1,0.3,0.5,1 topk:2 target-entropy:3,4 fsd:1 --no-plots --out "$OUT/gsm8k-a9-g4"
 stage mine "$KLSPEC" mine "${PAIR[@]}" -n 96 --dataset gsm8k --split train --skip 400 --limit "${MINE_PROBLEMS:-20}" \
   --few-shot 2 --out "$OUT/mine-gsm8k-train"
 stage head "$KLSPEC" train-judge "$OUT/mine-gsm8k-train" --out "$HEAD"
