@@ -38,8 +38,13 @@ std::string process_marker(const std::string& test) { return fmt::format("klspec
 size_t processes_with(const std::string& marker) {
     size_t count = 0;
     for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-        std::ifstream in(entry.path() / "cmdline", std::ios::binary);
-        const std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        std::string cmdline;
+        try {
+            std::ifstream in(entry.path() / "cmdline", std::ios::binary);
+            cmdline.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+        } catch (const std::ios_base::failure&) {
+            continue;  // it exited between the listing and the read (ESRCH): no longer alive
+        }
         count += cmdline.find(marker) != std::string::npos;
     }
     return count;
