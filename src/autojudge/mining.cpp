@@ -7,10 +7,6 @@
 #include "core/judged_position.h"
 
 namespace klspec {
-namespace {
-
-
-}  // namespace
 
 ProblemMining mine_problem(SpeculativeDecoder& decoder, const Problem& problem, const MiningOptions& options) {
     if (!decoder.has_draft()) throw Error("mining needs a draft model (-md)");

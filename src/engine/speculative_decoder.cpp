@@ -244,19 +244,17 @@ void SpeculativeDecoder::finish(Sequence& seq, const StepCallback& on_step, std:
     kept_[static_cast<size_t>(seq.id_)] = {{seq.tokens_.begin(), seq.tokens_.begin() + target_kept}, draft_kept};
 }
 
-std::span<const float> ForwardResult::logits_row(int32_t i) const {
-    if (i < first_row || i >= n_tokens)
-        throw Error(fmt::format("ForwardResult: row {} is outside the rows output, {}..{}", i, first_row, n_tokens - 1));
-    return std::span(logits).subspan(static_cast<size_t>(i - first_row) * static_cast<size_t>(n_vocab),
-                                     static_cast<size_t>(n_vocab));
-}
+std::span<const float> ForwardResult::logits_row(int32_t i) const { return row_of(logits, n_vocab, i, "logits"); }
 
-std::span<const float> ForwardResult::hidden_row(int32_t i) const {
-    if (i < first_row || i >= n_tokens || hidden.empty())
-        throw Error(fmt::format("ForwardResult: no hidden state for row {} (rows {}..{}{})", i, first_row, n_tokens - 1,
-                                hidden.empty() ? ", none asked for" : ""));
-    return std::span(hidden).subspan(static_cast<size_t>(i - first_row) * static_cast<size_t>(n_embd),
-                                     static_cast<size_t>(n_embd));
+std::span<const float> ForwardResult::hidden_row(int32_t i) const { return row_of(hidden, n_embd, i, "hidden states"); }
+
+std::span<const float> ForwardResult::row_of(const std::vector<float>& rows, int32_t width, int32_t i,
+                                             const char* what) const {
+    if (i < first_row || i >= n_tokens || rows.empty())
+        throw Error(fmt::format("ForwardResult: no {} for row {} (rows {}..{}{})", what, i, first_row, n_tokens - 1,
+                                rows.empty() ? ", none asked for" : ""));
+    return std::span(rows).subspan(static_cast<size_t>(i - first_row) * static_cast<size_t>(width),
+                                   static_cast<size_t>(width));
 }
 
 ForwardResult SpeculativeDecoder::forward(ModelRole role, std::span<const int32_t> tokens, bool with_hidden,

@@ -164,6 +164,9 @@ struct ForwardResult {
     // Row i's outputs, first_row ≤ i < n_tokens (klspec::Error otherwise).
     std::span<const float> logits_row(int32_t i) const;
     std::span<const float> hidden_row(int32_t i) const;
+
+private:
+    std::span<const float> row_of(const std::vector<float>& rows, int32_t width, int32_t i, const char* what) const;
 };
 
 enum class ModelRole { Target, Draft };
