@@ -23,7 +23,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:-$HOME/.cache/klspec/real-sweeps}
 KLSPEC=${KLSPEC:-build/klspec}
-MODEL=$(scripts/fetch-real-model.sh | tail -1)
+MODEL=$(bash scripts/fetch-real-model.sh | tail -1)
 DIR=$(dirname "$MODEL")
 DRAFT=$DIR/gemma-3-270m-q4_k_m-exit9-adapter.gguf
 if [ ! -f "$DRAFT" ]; then
