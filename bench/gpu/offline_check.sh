@@ -34,12 +34,14 @@ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLAMA_SOURCE_DIR=/
   -DZLIB_LIBRARY="$prefix/usr/lib/x86_64-linux-gnu/libz.a" \
   > "$log_dir/configure.log" 2>&1 || { step "configure failed"; tail -30 "$log_dir/configure.log"; exit 1; }
 step "build"
-export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"  # libfmt.so.9
+# libfmt.so.9, liblinear.so.4 and its reference BLAS (with libgfortran): for the linker and at run time.
+lib="$prefix/usr/lib/x86_64-linux-gnu"
+export LIBRARY_PATH="$lib" LD_LIBRARY_PATH="$lib:$lib/blas${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 cmake --build build-gpu -j "$(nproc)" --target klspec klspec_gpu_tests klspec_engine_tests klspec_server_tests \
   derived_models llama-bench llama-speculative-simple > "$log_dir/build.log" 2>&1 \
   || { step "build failed"; grep -m 20 -B2 -A6 "error" "$log_dir/build.log"; exit 1; }
 step "ctest -L gpu"
-(cd build-gpu && timeout $((deadline - SECONDS - 120)) ctest -L gpu --output-on-failure) > "$log_dir/ctest.log" 2>&1
+(cd build-gpu && timeout $((deadline - SECONDS - 20)) ctest -L gpu --output-on-failure) > "$log_dir/ctest.log" 2>&1
 step "ctest rc $?: $(grep -E 'tests passed|tests failed' "$log_dir/ctest.log")"
 grep -E "^ *[0-9]+/[0-9]+ Test" "$log_dir/ctest.log" | tee -a "$log_dir/steps.log"
 

@@ -10,7 +10,8 @@ llama_dir=$(bash "$root/scripts/build-llama.sh" | tail -n 1)
 out=$root/.gpu
 mkdir -p "$out/debs"
 grep -qx "/.gpu/" "$root/.git/info/exclude" 2>/dev/null || echo "/.gpu/" >> "$root/.git/info/exclude"
-(cd "$out/debs" && apt-get download libfmt-dev libfmt9 libcli11-dev nlohmann-json3-dev libgtest-dev zlib1g-dev)
+(cd "$out/debs" && apt-get download libfmt-dev libfmt9 libcli11-dev nlohmann-json3-dev libgtest-dev zlib1g-dev \
+  liblinear-dev liblinear4 libblas3 libgfortran5 libquadmath0)
 tar -C "$llama_dir/src" -cJf "$out/llama-src.tar.xz" --exclude=.git --exclude=./docs --exclude=./models \
   --exclude=./media --exclude=./benches --exclude=./tests --exclude=./tools/server/public --exclude=./gguf-py \
   --exclude=./conversion .
