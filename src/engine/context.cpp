@@ -92,6 +92,9 @@ ModelContext::~ModelContext() { llama_free(ctx_); }
 void ModelContext::decode(const Batch& batch) {
     const auto start = std::chrono::steady_clock::now();
     const int32_t status = llama_decode(ctx_, batch.get());
+    // On a GPU backend llama_decode returns once the graph is queued; the cost model and the statistics
+    // need the device's time, so wait here (the CPU backend has already finished: this returns at once).
+    llama_synchronize(ctx_);
     decode_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (status != 0) throw Error(fmt::format("llama_decode failed with status {} ({})", status, model_.path()));
 }

@@ -71,7 +71,7 @@ public:
     int32_t n_sequences() const { return n_sequences_; }
     bool has_hidden_states() const { return hidden_states_; }
     const Model& model() const { return model_; }
-    // Wall time spent inside llama_decode since the context was created.
+    // Wall time spent inside llama_decode, the device's work included, since the context was created.
     double decode_seconds() const { return decode_seconds_; }
 
 private:
