@@ -4,6 +4,9 @@
 # (8 MB as tar.xz); the Debian packages of klspec's build dependencies (apt-get download); and the default target
 # quantized to Q4_0 (22 MB; the F16 file, 79 MB, does not fit a 64 MiB transfer beside the tree).
 #   bash bench/gpu/pack_offline.sh
+# The tracked tree itself is 153 MB, most of it models/testbed-target.gguf (79 MB) and the testbed's training
+# checkpoints (tools/testbed/checkpoints, 68 MB), which the check does not read: move those out of the working
+# tree for the transfer (about 36 MB with .gpu/) and back afterwards.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 llama_dir=$(bash "$root/scripts/build-llama.sh" | tail -n 1)
