@@ -4,6 +4,9 @@ relaxations the problem had (1, 2-3, 4+). On a draft whose relaxations are real 
 says why a rule cannot add much MAT and keep the answers (docs/real-model.md). With --pair A B: the
 difference of the two points' agreement with vanilla over the problems both decoded, with its paired 95 %
 interval (normal approximation of the per-problem differences), for rules compared at about equal MAT.
+A second table and each pair's second line count only the problems where vanilla's output holds a scored
+answer: an output cut at -n before its answer scores "", and two such outputs agree without saying anything
+about the rule.
 
   /usr/bin/python3 bench/model_pairs/relaxation_survival.py SWEEP_DIR [SWEEP_DIR...] [--pair POINT_A POINT_B]...
 """
@@ -23,11 +26,31 @@ def load(dirs):
     return rows
 
 
-def paired_difference(rows, vanilla, a, b):
+def wilson(successes, n, z=1.96):
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return centre - half, centre + half
+
+
+def answered_table(rows, vanilla):
+    print("\n| point | vanilla answered | same answer there [95 % CI] | vanilla unanswered | still unanswered |")
+    print("|---|---:|---:|---:|---:|")
+    for point, examples in sorted(rows.items()):
+        answered = [i for i in examples if i in vanilla and vanilla[i]["prediction"]]
+        unanswered = [i for i in examples if i in vanilla and not vanilla[i]["prediction"]]
+        same = sum(examples[i]["prediction"] == vanilla[i]["prediction"] for i in answered)
+        kept = sum(not examples[i]["prediction"] for i in unanswered)
+        low, high = wilson(same, len(answered)) if answered else (0, 0)
+        share = f"{100 * same / len(answered):.1f} % [{100 * low:.1f}, {100 * high:.1f}]" if answered else "—"
+        print(f"| {point} | {len(answered)} | {share} | {len(unanswered)} | {kept} |")
+
+
+def paired_difference(rows, vanilla, a, b, answered_only=False):
     for point in (a, b):
         if point not in rows:
             sys.exit(f"relaxation_survival: no point {point} (points: {', '.join(sorted(rows))})")
-    ids = [i for i in rows[a] if i in rows[b] and i in vanilla]
+    ids = [i for i in rows[a] if i in rows[b] and i in vanilla and (vanilla[i]["prediction"] or not answered_only)]
     agree = lambda point, i: float(rows[point][i]["prediction"] == vanilla[i]["prediction"])
     diffs = [agree(a, i) - agree(b, i) for i in ids]
     n = len(diffs)
@@ -35,7 +58,7 @@ def paired_difference(rows, vanilla, a, b):
     sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1)) if n > 1 else 0.0
     half = 1.96 * sd / math.sqrt(n)
     print(f"{a} - {b}: {100 * mean:+.1f} points [{100 * (mean - half):+.1f}, {100 * (mean + half):+.1f}] "
-          f"over {n} problems")
+          f"over {n} problems" + (" that vanilla answered" if answered_only else ""))
 
 
 def main():
@@ -71,8 +94,10 @@ def main():
             same, total = bins[b]
             return f"{100 * same / total:.0f} % of {total}" if total else "—"
         print(f"| {point} | {len(ids)} | {bins['any'][1]} | {share('any')} | {share('1')} | {share('2-3')} | {share('4+')} |")
+    answered_table(rows, vanilla)
     for a, b in pairs:
         paired_difference(rows, vanilla, a, b)
+        paired_difference(rows, vanilla, a, b, answered_only=True)
 
 
 if __name__ == "__main__":
