@@ -83,8 +83,8 @@ TEST(GpuBackend, TheBuildHasAGpuDeviceAndTheTestsOffloadToIt) {
 
 // llama_decode only queues the graph on a GPU backend; the decode time the cost model and the statistics read
 // must include the device's work, so reading the logits afterwards waits for next to nothing. (Without the
-// wait in ModelContext::decode, the automatic draft length on an H100 timed kernel launches, found long drafts
-// cheap, drafted 13.6 tokens a step and lost 20 % to target-only: docs/gpu.md.)
+// wait in ModelContext::decode the automatic draft length timed kernel launches: by the pinned source, the
+// cause of its drafting 13.6 tokens a step on an H100 and losing 20 % to target-only, docs/gpu.md.)
 TEST(GpuBackend, DecodeTimeIncludesTheDevicesWork) {
     const Model model(test::kDefaultTarget, test::offload());
     constexpr int32_t kBatch = 256;
