@@ -54,7 +54,7 @@ stage head "$KLSPEC" train-judge "$OUT/mine-gsm8k-train" --out "$HEAD"
 stage autojudge-gsm8k "$KLSPEC" sweep "${PAIR[@]}" "${DECODE[@]}" "${GSM8K[@]}" --judge-head "$HEAD" \
   --rules autojudge:0.09 --no-plots --out "$OUT/gsm8k-a9-g4-autojudge"
 stage mmlu-sweep "$KLSPEC" sweep "${PAIR[@]}" "${DECODE[@]}" "${MMLU[@]}" --judge-head "$HEAD" \
-  --rules kl:0.1,0.3 autojudge:0.09 --no-plots --out "$OUT/mmlu-a9-g4"
+  --rules kl:0.1,0.3,1,3 autojudge:0.09 --no-plots --out "$OUT/mmlu-a9-g4"
 stage calibrate "$KLSPEC" calibrate "${PAIR[@]}" "${DECODE[@]}" --dataset gsm8k --split train --skip 240 --limit 160 \
   -np 4 --rule kl --values 0.05,0.1,0.2,0.3 --measure agreement --max-loss 5% --json --out "$OUT/calibrate-gsm8k-train"
 stage mmlu-more "$KLSPEC" sweep "${PAIR[@]}" "${DECODE[@]}" "${MMLU[@]}" --judge-head "$HEAD" \
