@@ -4,7 +4,7 @@
 # klspec's build dependencies, the default target as Q4_0, since the F16 file is too large to travel).
 #   bash bench/gpu/offline_check.sh [LOG_DIR]     (on the GPU machine, from the repository root)
 # Builds klspec in-tree with ggml's CUDA backend into build-gpu, runs `ctest -L gpu`, then the speed report on
-# the default pair with every layer offloaded (docs/speed-gpu.md and LOG_DIR/speed-gpu.md). Each step's log goes
+# the default pair with every layer offloaded (LOG_DIR/speed-gpu.md). Each step's log goes
 # to LOG_DIR (default /tmp/klspec-gpu-check); KLSPEC_GPU_SECONDS bounds the whole (default 540): the speed
 # report gets what the build and the tests leave.
 set -uo pipefail

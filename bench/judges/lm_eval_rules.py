@@ -9,7 +9,6 @@ result file exists in --out is not run again.
 """
 import argparse
 import json
-import math
 import os
 import subprocess
 import sys
@@ -17,7 +16,7 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))  # bench/lib: bench_common, llama_bench_lib
-from bench_common import DEFAULT_KLSPEC, ROOT, TESTBED_DRAFT, TESTBED_TARGET, Server, cpu_header  # noqa: E402
+from bench_common import DEFAULT_KLSPEC, ROOT, TESTBED_DRAFT, TESTBED_TARGET, Server, cpu_header, wilson  # noqa: E402
 
 
 def gen_kwargs(setting):
@@ -61,14 +60,6 @@ def run_rule(args, python, setting, out):
               "correct": [s[args.metric] for s in samples]}
     (out / f"{setting.replace(':', '_')}.json").write_text(json.dumps(result))
     return result
-
-
-def wilson(successes, n, z=1.96):
-    if n == 0:
-        return 0.0, 0.0
-    p = successes / n
-    centre, half = p + z * z / (2 * n), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return (centre - half) / (1 + z * z / n), (centre + half) / (1 + z * z / n)
 
 
 def main():

@@ -1,5 +1,6 @@
 """What the benchmark scripts share: where things are, the prompts, and running klspec."""
 import json
+import math
 import re
 import shlex
 import socket
@@ -27,6 +28,15 @@ STORY_PROMPTS = [
     "Sara wanted to bake a cake for her mom.",
     "Ben found a shiny stone",
 ]
+
+
+def wilson(successes, n, z=1.96):
+    """Wilson score 95 % interval of a proportion (0, 0 for no trials)."""
+    if n == 0:
+        return 0.0, 0.0
+    p = successes / n
+    centre, half = p + z * z / (2 * n), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return (centre - half) / (1 + z * z / n), (centre + half) / (1 + z * z / n)
 
 
 def free_port():

@@ -14,6 +14,10 @@ import json
 import math
 import sys
 from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
+from bench_common import wilson  # noqa: E402
 
 
 def load(dirs):
@@ -26,13 +30,6 @@ def load(dirs):
     return rows
 
 
-def wilson(successes, n, z=1.96):
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return centre - half, centre + half
-
-
 def answered_table(rows, vanilla):
     print("\n| point | vanilla answered | same answer there [95 % CI] | vanilla unanswered | still unanswered |")
     print("|---|---:|---:|---:|---:|")
@@ -41,7 +38,7 @@ def answered_table(rows, vanilla):
         unanswered = [i for i in examples if i in vanilla and not vanilla[i]["prediction"]]
         same = sum(examples[i]["prediction"] == vanilla[i]["prediction"] for i in answered)
         kept = sum(not examples[i]["prediction"] for i in unanswered)
-        low, high = wilson(same, len(answered)) if answered else (0, 0)
+        low, high = wilson(same, len(answered))
         share = f"{100 * same / len(answered):.1f} % [{100 * low:.1f}, {100 * high:.1f}]" if answered else "—"
         print(f"| {point} | {len(answered)} | {share} | {len(unanswered)} | {kept} |")
 
