@@ -19,7 +19,8 @@
 #                    entropy, FLy (W 3 < γ), FSD with KL(p‖q) and JS
 # Usage: bench/model_pairs/real_model_paper.sh [OUT]   (default ~/.cache/klspec/real-sweeps)
 #   nohup nice -n 5 bench/model_pairs/real_model_paper.sh > ~/.cache/klspec/real-sweeps/paper.log 2>&1 &
-# Tables at any point: the same klspec sweep command with --summary-only (docs/real-model.md).
+# Tables at any point: the same klspec sweep command with --summary-only, on a copy of the --out folder while a
+# sweep still writes to it (--summary-only rewrites examples.jsonl; docs/real-model.md).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:-$HOME/.cache/klspec/real-sweeps}
