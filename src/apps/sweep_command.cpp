@@ -89,7 +89,8 @@ void run_sweep(const SweepOptions& options) {
     const std::vector<SweepPoint> points = parse_sweep_points(options.rules, common.run.judge);
     PromptFormat format;
     DecodingSession session = open_sweep_session(common, points, problems, format);
-    SweepStore store(common.out_dir, sweep_settings(common, session, format));
+    SweepStore store(common.out_dir, sweep_settings(common, session, format),
+                     options.summary_only ? SweepStore::Access::kReadOnly : SweepStore::Access::kResume);
 
     const size_t total = points.size() * problems.size(), todo = missing_examples(store, points, problems);
     if (todo < total)

@@ -147,14 +147,25 @@ SweepExample sweep_example_from_json(const nlohmann::json& row) {
     return e;
 }
 
-SweepStore::SweepStore(const std::string& dir, const nlohmann::json& settings) : dir_(dir) {
+namespace {
+std::optional<char> last_char(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    if (!in || in.tellg() <= 0) return std::nullopt;
+    in.seekg(-1, std::ios::end);
+    return static_cast<char>(in.get());
+}
+}  // namespace
+
+SweepStore::SweepStore(const std::string& dir, const nlohmann::json& settings, Access access) : dir_(dir) {
     const fs::path root(dir);
-    std::error_code ec;
-    fs::create_directories(root, ec);
-    if (ec) throw Error(fmt::format("cannot create sweep directory {}: {}", dir, ec.message()));
     nlohmann::json stored = settings;
     stored["format"] = kFormat;
     const fs::path settings_path = root / "sweep.json";
+    if (access == Access::kReadOnly && !fs::exists(settings_path))
+        throw Error(fmt::format("{} holds no sweep (no sweep.json)", dir));
+    std::error_code ec;
+    fs::create_directories(root, ec);
+    if (ec) throw Error(fmt::format("cannot create sweep directory {}: {}", dir, ec.message()));
     if (fs::exists(settings_path)) {
         std::ifstream in(settings_path);
         const nlohmann::json old = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
@@ -167,34 +178,43 @@ SweepStore::SweepStore(const std::string& dir, const nlohmann::json& settings) :
     } else {
         std::ofstream(settings_path) << stored.dump(2) << "\n";
     }
-
-    // Keep every complete example; a line cut by an interrupt (the last one) is dropped and rewritten.
     const fs::path examples_path = root / "examples.jsonl";
-    std::string kept;
-    if (std::ifstream in(examples_path); in) {
-        std::string line;
-        for (size_t n = 1; std::getline(in, line); ++n) {
-            const bool complete = !in.eof();
-            const nlohmann::json row = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-            if (row.is_discarded()) {
-                if (!complete) break;
-                throw Error(fmt::format("{}:{}: not a JSON object", examples_path.string(), n));
-            }
-            try {
-                examples_.push_back(sweep_example_from_json(row));
-            } catch (const nlohmann::json::exception& e) {
-                throw Error(fmt::format("{}:{}: {}", examples_path.string(), n, e.what()));
-            }
-            done_.insert({examples_.back().point, examples_.back().id});
-            kept += line + "\n";
-        }
-    }
-    std::ofstream(examples_path, std::ios::trunc) << kept;
+    const std::optional<uintmax_t> complete_bytes = read_examples(examples_path);
+    if (access == Access::kReadOnly) return;
+    if (complete_bytes) fs::resize_file(examples_path, *complete_bytes);  // the next append starts a line of its own
+    const bool needs_newline = last_char(examples_path).value_or('\n') != '\n';  // a complete row cut before its \n
     out_.open(examples_path, std::ios::app);
     if (!out_) throw Error(fmt::format("cannot write {}", examples_path.string()));
+    if (needs_newline) out_ << "\n";
+}
+
+// Keeps every complete example. When the last line was cut by an interrupt, returns the size of the lines
+// before it.
+std::optional<uintmax_t> SweepStore::read_examples(const fs::path& examples_path) {
+    std::ifstream in(examples_path);
+    if (!in) return std::nullopt;
+    std::string line;
+    uintmax_t complete_bytes = 0;
+    for (size_t n = 1; std::getline(in, line); ++n) {
+        const bool complete = !in.eof();
+        const nlohmann::json row = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+        if (row.is_discarded()) {
+            if (!complete) return complete_bytes;
+            throw Error(fmt::format("{}:{}: not a JSON object", examples_path.string(), n));
+        }
+        try {
+            examples_.push_back(sweep_example_from_json(row));
+        } catch (const nlohmann::json::exception& e) {
+            throw Error(fmt::format("{}:{}: {}", examples_path.string(), n, e.what()));
+        }
+        done_.insert({examples_.back().point, examples_.back().id});
+        complete_bytes += line.size() + 1;
+    }
+    return std::nullopt;
 }
 
 void SweepStore::append(const SweepExample& example) {
+    if (!out_.is_open()) throw Error(fmt::format("sweep {} was opened read-only", dir_));
     out_ << to_json(example).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     out_.flush();
     done_.insert({example.point, example.id});

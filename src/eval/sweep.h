@@ -58,13 +58,18 @@ SweepExample sweep_example_from_json(const nlohmann::json& row);
 // The sweep directory. Reopening with different settings is an error (start a new DIR).
 class SweepStore {
 public:
-    SweepStore(const std::string& dir, const nlohmann::json& settings);
+    // kReadOnly (--summary-only) reads what another sweep may still be appending to: it writes nothing, and
+    // a line that sweep has not finished yet is left alone.
+    enum class Access { kResume, kReadOnly };
+    SweepStore(const std::string& dir, const nlohmann::json& settings, Access access = Access::kResume);
     bool done(const std::string& point, const std::string& id) const { return done_.contains({point, id}); }
     void append(const SweepExample& example);
     const std::vector<SweepExample>& examples() const { return examples_; }
     const std::string& dir() const { return dir_; }
 
 private:
+    std::optional<uintmax_t> read_examples(const std::filesystem::path& examples_path);
+
     std::string dir_;
     std::set<std::pair<std::string, std::string>> done_;
     std::vector<SweepExample> examples_;
