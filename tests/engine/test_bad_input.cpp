@@ -22,11 +22,6 @@ void expect_one_line_error(const test::CommandResult& r, const std::string& phra
     EXPECT_EQ(r.output, "") << "an error's output goes to stderr alone";
 }
 
-std::string read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 void write_file(const std::string& path, const std::string& bytes) {
     std::ofstream(path, std::ios::binary) << bytes;
 }
@@ -43,7 +38,7 @@ TEST(BadInput, NotAGgufFile) {
 }
 
 TEST(BadInput, TruncatedGguf) {
-    const std::string bytes = read_file(test::kTargetModel);
+    const std::string bytes = test::read_file(test::kTargetModel);
     ASSERT_GT(bytes.size(), 1000u);
     const std::string path = test::temp_path("truncated.gguf");
     write_file(path, bytes.substr(0, bytes.size() / 2));
@@ -53,7 +48,7 @@ TEST(BadInput, TruncatedGguf) {
 // A draft whose vocabulary differs in one token text: the model file with " Lily" renamed
 // " Lilo" in place (same length, so the GGUF stays valid).
 TEST(BadInput, MismatchedVocabulary) {
-    std::string bytes = read_file(test::kTargetModel);
+    std::string bytes = test::read_file(test::kTargetModel);
     const std::string token_text = "\xe2\x96\x81Lily";  // SentencePiece's "▁Lily"
     const size_t at = bytes.find(token_text);
     ASSERT_NE(at, std::string::npos);

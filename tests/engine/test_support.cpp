@@ -115,6 +115,11 @@ std::string temp_path(const std::string& name) {
     return (dir / name).string();
 }
 
+std::string read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
 // The header rewritten with the template, the tensor data copied.
 std::string stories_with_chat_template() {
     // Per process: test binaries run side by side under ctest -j.

@@ -49,6 +49,8 @@ CommandResult run_command(const std::string& command_line);
 
 // A fresh path under the test's temporary directory.
 std::string temp_path(const std::string& name);
+// A file's bytes ("" when it cannot be read).
+std::string read_file(const std::string& path);
 
 // stories260K with a ChatML chat template in its metadata (a fresh copy under the temporary directory).
 std::string stories_with_chat_template();

@@ -95,6 +95,13 @@ TEST(SweepCommand, AnInterruptedSweepResumesToTheSameResults) {
             std::getline(in, line);
             if (cut) out << line.substr(0, line.size() / 2);
         }
+        // --summary-only, as on a sweep still running: it reads the folder and leaves its examples as they are.
+        const std::string before = test::read_file(resumed + "/examples.jsonl");
+        const test::CommandResult summary = test::run_command(sweep_command(resumed, "--no-plots --summary-only"));
+        ASSERT_EQ(summary.exit_code, 0) << summary.errors;
+        EXPECT_NE(summary.output.find("| vanilla |"), std::string::npos) << summary.output;
+        EXPECT_EQ(test::read_file(resumed + "/examples.jsonl"), before) << (cut ? "cut" : "clean");
+
         const test::CommandResult r = test::run_command(sweep_command(resumed, "--no-plots"));
         ASSERT_EQ(r.exit_code, 0) << r.errors;
         EXPECT_NE(r.errors.find("5 of 12 examples already done"), std::string::npos) << r.errors;
@@ -110,6 +117,10 @@ TEST(SweepCommand, RefusesOtherSettingsAndBadPoints) {
     EXPECT_EQ(other.exit_code, 1);
     EXPECT_NE(other.errors.find("holds a sweep with other settings (draft_max: 4 there, 5 now)"), std::string::npos)
         << other.errors;
+
+    const test::CommandResult nothing = test::run_command(sweep_command(test::temp_path("sweep-none"), "--summary-only"));
+    EXPECT_EQ(nothing.exit_code, 1);
+    EXPECT_NE(nothing.errors.find("holds no sweep (no sweep.json)"), std::string::npos) << nothing.errors;
 
     for (const auto& [rules, message] : std::vector<std::pair<std::string, std::string>>{
              {"kl:abc", "sweep point 'kl:abc': 'abc' is not a number"},
