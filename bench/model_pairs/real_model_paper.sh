@@ -15,9 +15,12 @@
 #   5. gsm8k-more    the rest of the issue's rules on 1's problems, added to 1's sweep (same settings, so no
 #                    vanilla rerun): KL τ 0.2 (between calibrate's candidates run in 1), Top-4, draft entropy, FSD
 #                    with KL(p‖q) and JS; then gsm8k-fly: FLy, whose window (3 < γ) is a sweep-wide setting
-#   6. calibrate     klspec calibrate's τ for KL on GSM8K train problems (--skip 240), by agreement with
+#   6. gsm8k-span    KL τ 1 and AutoJudge relaxing only until "The answer is" (--judge-span): on 1's sweep both run
+#                    past the stop string in most problems (the head learned that no token after the answer
+#                    matters, and relaxes "\n\nQuestion:" away), so their MAT counts text after the answer
+#   7. calibrate     klspec calibrate's τ for KL on GSM8K train problems (--skip 240), by agreement with
 #                    vanilla's answers (the model solves too few for an accuracy budget to bind), budget 5 %
-#   7. mmlu-more     Top-2, target entropy and KL at τ 10 (near AutoJudge's MAT there) added to 4's sweep (the
+#   8. mmlu-more     Top-2, target entropy and KL at τ 10 (near AutoJudge's MAT there) added to 4's sweep (the
 #                    same settings; a sweep resumes per point and problem)
 # Usage: bench/model_pairs/real_model_paper.sh [OUT]   (default ~/.cache/klspec/real-sweeps)
 #   nohup nice -n 5 bench/model_pairs/real_model_paper.sh > ~/.cache/klspec/real-sweeps/paper.log 2>&1 &
@@ -62,6 +65,8 @@ stage gsm8k-more "$KLSPEC" sweep "${PAIR[@]}" "${DECODE[@]}" "${GSM8K[@]}" \
   --rules kl:0.2 topk:4 draft-entropy:0.5 fsd:kl/1 fsd:js/0.1 --no-plots --out "$OUT/gsm8k-a9-g4"
 stage gsm8k-fly "$KLSPEC" sweep "${PAIR[@]}" "${DECODE[@]}" "${GSM8K[@]}" --judge-window 3 \
   --rules fly:0.5 --no-plots --out "$OUT/gsm8k-a9-g4-fly"
+stage gsm8k-span "$KLSPEC" sweep "${PAIR[@]}" "${DECODE[@]}" "${GSM8K[@]}" --judge-head "$HEAD" \
+  --judge-span 'until:The answer is' --rules kl:1 autojudge:0.09 --no-plots --out "$OUT/gsm8k-a9-g4-span"
 stage calibrate "$KLSPEC" calibrate "${PAIR[@]}" "${DECODE[@]}" --dataset gsm8k --split train --skip 240 --limit 100 \
   -np 4 --rule kl --values 0.05,0.1,0.2,0.3 --measure agreement --max-loss 5% --json --out "$OUT/calibrate-gsm8k-train"
 stage mmlu-more "$KLSPEC" sweep "${PAIR[@]}" "${DECODE[@]}" "${MMLU[@]}" --judge-head "$HEAD" \
