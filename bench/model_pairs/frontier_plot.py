@@ -1,11 +1,13 @@
 """The agreement-against-MAT and accuracy-against-MAT frontiers of several sweeps of the same problems, one
-plot each, every rule a series, every point with its 95 % interval (agreement: the sweep's Wilson interval
-of the same answer as vanilla; accuracy: Wilson of the correct count) and labelled with its value. A sweep
-reruns vanilla whenever a sweep-wide setting differs (a head, a judge window), so vanilla is taken from the
-first folder only. Used for docs/real-model.md's plots (gnuplot draws them).
+plot each, every rule a series, every point with its 95 % interval (Wilson) and labelled with its value:
+the same answer as vanilla over all problems (the sweep's own figure), the same over the problems where
+vanilla's output holds an answer (an output cut at -n scores "", and two such outputs agree without saying
+anything about the rule), and accuracy. A sweep reruns vanilla whenever a sweep-wide setting differs (a head,
+a judge window), so vanilla is taken from the first folder only. Used for docs/real-model.md's plots
+(gnuplot draws them).
 
   /usr/bin/python3 bench/model_pairs/frontier_plot.py --title "GSM8K, 200 problems" --out docs/real-model-gsm8k \
-      SWEEP_DIR [SWEEP_DIR...]      # writes docs/real-model-gsm8k-{agreement,accuracy}-vs-mat.svg
+      SWEEP_DIR [SWEEP_DIR...]      # writes docs/real-model-gsm8k-{agreement,answered-agreement,accuracy}-vs-mat.svg
 """
 import argparse
 import json
@@ -19,19 +21,52 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
 from bench_common import wilson  # noqa: E402
 
 
+def read_examples(folder):
+    """point -> id -> example row of a sweep folder."""
+    rows = defaultdict(dict)
+    with open(Path(folder) / "examples.jsonl") as f:
+        for line in f:
+            row = json.loads(line)
+            rows[row["point"]][row["id"]] = row
+    return rows
+
+
+def answered_agreement(examples, vanilla):
+    """Same answer as vanilla over the problems vanilla answered: (share, low, high)."""
+    answered = [i for i in examples if i in vanilla and vanilla[i]["prediction"]]
+    same = sum(examples[i]["prediction"] == vanilla[i]["prediction"] for i in answered)
+    return (same / len(answered), *wilson(same, len(answered))) if answered else (1, 1, 1)
+
+
+def series_of(rule, value):
+    """A rule's series and a point's label: FSD's divergences are separate series (fsd:js/0.1 -> fsd js, 0.1;
+    fsd:1 uses its default, reverse KL)."""
+    if rule == "fsd":
+        divergence, _, threshold = value.rpartition("/")
+        return f"fsd {divergence or 'rkl'}", threshold
+    return rule, value
+
+
 def load_points(dirs):
-    """rule -> [(mat, value, agreement, low, high, accuracy, accuracy_low, accuracy_high)], vanilla once."""
+    """rule -> [(mat, value, agreement, low, high, accuracy, low, high, answered agreement, low, high)],
+    vanilla once."""
     series = defaultdict(list)
+    vanilla = None
     for index, folder in enumerate(dirs):
         summary = Path(folder) / "summary.json"
         if not summary.is_file():
             sys.exit(f"frontier_plot: {summary} is missing (klspec sweep ... --summary-only writes it)")
+        examples = read_examples(folder)
+        vanilla = vanilla or examples["vanilla"]
         for p in json.loads(summary.read_text())["points"]:
             if p["rule"] == "vanilla" and index > 0:
                 continue
             low, high = wilson(p["correct"], p["examples"])
-            agreement = (p["agreement"], p["agreement_low"], p["agreement_high"]) if p["rule"] != "vanilla" else (1, 1, 1)
-            series[p["rule"]].append((p["mat"], p["value"] or "-", *agreement, p["accuracy"], low, high))
+            is_vanilla = p["rule"] == "vanilla"
+            agreement = (1, 1, 1) if is_vanilla else (p["agreement"], p["agreement_low"], p["agreement_high"])
+            answered = (1, 1, 1) if is_vanilla else answered_agreement(examples[p["point"]], vanilla)
+            name, value = series_of(p["rule"], p["value"] or "-")
+            series[name].append((p["mat"], value, *agreement, p["accuracy"], low, high, *answered))
     return series
 
 
@@ -72,8 +107,10 @@ def main():
     series = load_points(args.dirs)
     plot(series, f"Same answer as vanilla, {args.title}", "same answer as vanilla", (2, 3, 4),
          f"{args.out}-agreement-vs-mat.svg")
+    plot(series, f"Same answer as vanilla where vanilla answered, {args.title}", "same answer, vanilla answered",
+         (8, 9, 10), f"{args.out}-answered-agreement-vs-mat.svg")
     plot(series, f"Accuracy, {args.title}", "accuracy", (5, 6, 7), f"{args.out}-accuracy-vs-mat.svg")
-    print(f"{args.out}-agreement-vs-mat.svg\n{args.out}-accuracy-vs-mat.svg")
+    print("\n".join(f"{args.out}-{name}-vs-mat.svg" for name in ("agreement", "answered-agreement", "accuracy")))
 
 
 if __name__ == "__main__":
