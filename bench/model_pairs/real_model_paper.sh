@@ -18,10 +18,12 @@
 #   6. gsm8k-span    KL τ 1 and AutoJudge relaxing only until "The answer is" (--judge-span): on 1's sweep both run
 #                    past the stop string in most problems (the head learned that no token after the answer
 #                    matters, and relaxes "\n\nQuestion:" away), so their MAT counts text after the answer
-#   7. calibrate     klspec calibrate's τ for KL on GSM8K train problems (--skip 240), by agreement with
+#   7. mmlu-kl10     KL at τ 10 added to 4's sweep: near AutoJudge's MAT there, for the domain shift at equal MAT
+#   8. calibrate     klspec calibrate's τ for KL on GSM8K train problems (--skip 240), by agreement with
 #                    vanilla's answers (the model solves too few for an accuracy budget to bind), budget 5 %
-#   8. mmlu-more     Top-2, target entropy and KL at τ 10 (near AutoJudge's MAT there) added to 4's sweep (the
-#                    same settings; a sweep resumes per point and problem)
+#   9. mmlu-more     the other rules on 4's problems (Top-2 and 4, target and draft entropy, FSD with each
+#                    divergence; the same settings, so added to 4's sweep), then mmlu-fly: FLy with W 3 (~2.5 h);
+#                    gsm8k-draft-entropy: draft entropy at 1.5 on 1's problems (0.5 relaxed 5 tokens in 200 answers)
 # Usage: bench/model_pairs/real_model_paper.sh [OUT]   (default ~/.cache/klspec/real-sweeps)
 #   nohup nice -n 5 bench/model_pairs/real_model_paper.sh > ~/.cache/klspec/real-sweeps/paper.log 2>&1 &
 # Tables at any point, while a sweep still writes: the same klspec sweep command with --summary-only (it only
@@ -67,8 +69,14 @@ stage gsm8k-fly "$KLSPEC" sweep "${PAIR[@]}" "${DECODE[@]}" "${GSM8K[@]}" --judg
   --rules fly:0.5 --no-plots --out "$OUT/gsm8k-a9-g4-fly"
 stage gsm8k-span "$KLSPEC" sweep "${PAIR[@]}" "${DECODE[@]}" "${GSM8K[@]}" --judge-head "$HEAD" \
   --judge-span 'until:The answer is' --rules kl:1 autojudge:0.09 --no-plots --out "$OUT/gsm8k-a9-g4-span"
+stage mmlu-kl10 "$KLSPEC" sweep "${PAIR[@]}" "${DECODE[@]}" "${MMLU[@]}" --judge-head "$HEAD" \
+  --rules kl:10 --no-plots --out "$OUT/mmlu-a9-g4"
 stage calibrate "$KLSPEC" calibrate "${PAIR[@]}" "${DECODE[@]}" --dataset gsm8k --split train --skip 240 --limit 100 \
   -np 4 --rule kl --values 0.05,0.1,0.2,0.3 --measure agreement --max-loss 5% --json --out "$OUT/calibrate-gsm8k-train"
 stage mmlu-more "$KLSPEC" sweep "${PAIR[@]}" "${DECODE[@]}" "${MMLU[@]}" --judge-head "$HEAD" \
-  --rules topk:2 target-entropy:3 kl:10 --no-plots --out "$OUT/mmlu-a9-g4"
+  --rules topk:2,4 target-entropy:3 draft-entropy:0.5,1.5 fsd:1 fsd:kl/1 fsd:js/0.1 --no-plots --out "$OUT/mmlu-a9-g4"
+stage mmlu-fly "$KLSPEC" sweep "${PAIR[@]}" "${DECODE[@]}" "${MMLU[@]}" --judge-window 3 \
+  --rules fly:0.5 --no-plots --out "$OUT/mmlu-a9-g4-fly"
+stage gsm8k-draft-entropy "$KLSPEC" sweep "${PAIR[@]}" "${DECODE[@]}" "${GSM8K[@]}" \
+  --rules draft-entropy:1.5 --no-plots --out "$OUT/gsm8k-a9-g4"
 echo "[$(date -u +%H:%M:%S)] all stages done"
