@@ -72,7 +72,7 @@ stage gsm8k-span "$KLSPEC" sweep "${PAIR[@]}" "${DECODE[@]}" "${GSM8K[@]}" --jud
 stage mmlu-kl10 "$KLSPEC" sweep "${PAIR[@]}" "${DECODE[@]}" "${MMLU[@]}" --judge-head "$HEAD" \
   --rules kl:10 --no-plots --out "$OUT/mmlu-a9-g4"
 stage calibrate "$KLSPEC" calibrate "${PAIR[@]}" "${DECODE[@]}" --dataset gsm8k --split train --skip 240 --limit 100 \
-  -np 4 --rule kl --values 0.05,0.1,0.2,0.3 --measure agreement --max-loss 5% --json --out "$OUT/calibrate-gsm8k-train"
+  -np 4 --rule kl --values 0.1,0.2,0.3 --measure agreement --max-loss 5% --json --out "$OUT/calibrate-gsm8k-train"
 stage mmlu-more "$KLSPEC" sweep "${PAIR[@]}" "${DECODE[@]}" "${MMLU[@]}" --judge-head "$HEAD" \
   --rules topk:2,4 target-entropy:3 draft-entropy:0.5,1.5 fsd:1 fsd:kl/1 fsd:js/0.1 --no-plots --out "$OUT/mmlu-a9-g4"
 stage mmlu-fly "$KLSPEC" sweep "${PAIR[@]}" "${DECODE[@]}" "${MMLU[@]}" --judge-window 3 \
