@@ -19,22 +19,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
 from bench_common import wilson  # noqa: E402
+from relaxation_survival import answered_agreement, load  # noqa: E402  (this folder: on sys.path as the script's)
 
 
-def read_examples(folder):
-    """point -> id -> example row of a sweep folder."""
-    rows = defaultdict(dict)
-    with open(Path(folder) / "examples.jsonl") as f:
-        for line in f:
-            row = json.loads(line)
-            rows[row["point"]][row["id"]] = row
-    return rows
-
-
-def answered_agreement(examples, vanilla):
+def answered_share(examples, vanilla):
     """Same answer as vanilla over the problems vanilla answered: (share, low, high)."""
-    answered = [i for i in examples if i in vanilla and vanilla[i]["prediction"]]
-    same = sum(examples[i]["prediction"] == vanilla[i]["prediction"] for i in answered)
+    answered, same = answered_agreement(examples, vanilla)
     return (same / len(answered), *wilson(same, len(answered))) if answered else (1, 1, 1)
 
 
@@ -56,7 +46,7 @@ def load_points(dirs):
         summary = Path(folder) / "summary.json"
         if not summary.is_file():
             sys.exit(f"frontier_plot: {summary} is missing (klspec sweep ... --summary-only writes it)")
-        examples = read_examples(folder)
+        examples = load([folder])
         vanilla = vanilla or examples["vanilla"]
         for p in json.loads(summary.read_text())["points"]:
             if p["rule"] == "vanilla" and index > 0:
@@ -64,7 +54,7 @@ def load_points(dirs):
             low, high = wilson(p["correct"], p["examples"])
             is_vanilla = p["rule"] == "vanilla"
             agreement = (1, 1, 1) if is_vanilla else (p["agreement"], p["agreement_low"], p["agreement_high"])
-            answered = (1, 1, 1) if is_vanilla else answered_agreement(examples[p["point"]], vanilla)
+            answered = (1, 1, 1) if is_vanilla else answered_share(examples[p["point"]], vanilla)
             name, value = series_of(p["rule"], p["value"] or "-")
             series[name].append((p["mat"], value, *agreement, p["accuracy"], low, high, *answered))
     return series

@@ -30,13 +30,18 @@ def load(dirs):
     return rows
 
 
+def answered_agreement(examples, vanilla):
+    """The problems vanilla answered, and how many of them keep vanilla's answer under the point."""
+    answered = [i for i in examples if i in vanilla and vanilla[i]["prediction"]]
+    return answered, sum(examples[i]["prediction"] == vanilla[i]["prediction"] for i in answered)
+
+
 def answered_table(rows, vanilla):
     print("\n| point | vanilla answered | same answer there [95 % CI] | vanilla unanswered | still unanswered |")
     print("|---|---:|---:|---:|---:|")
     for point, examples in sorted(rows.items()):
-        answered = [i for i in examples if i in vanilla and vanilla[i]["prediction"]]
+        answered, same = answered_agreement(examples, vanilla)
         unanswered = [i for i in examples if i in vanilla and not vanilla[i]["prediction"]]
-        same = sum(examples[i]["prediction"] == vanilla[i]["prediction"] for i in answered)
         kept = sum(not examples[i]["prediction"] for i in unanswered)
         low, high = wilson(same, len(answered))
         share = f"{100 * same / len(answered):.1f} % [{100 * low:.1f}, {100 * high:.1f}]" if answered else "—"

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "eval/calibration.h"
 #include "eval/sweep.h"
+#include "test_support.h"
 
 namespace klspec {
 namespace {
@@ -88,11 +89,6 @@ TEST(SweepStore, ReopensKeepingCompleteLinesAndRefusesOtherSettings) {
     }
 }
 
-std::string file_text(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 // --summary-only reads a sweep that may still be appending: opened read-only, the store must leave the file
 // exactly as it is (the sweep's half-written line included) and refuse to append.
 TEST(SweepStore, ReadOnlyLeavesARunningSweepsFileAlone) {
@@ -102,10 +98,10 @@ TEST(SweepStore, ReadOnlyLeavesARunningSweepsFileAlone) {
         store.append(example("vanilla", "0", true, 10, 5, 0.5));
     }
     std::ofstream(dir + "/examples.jsonl", std::ios::app) << R"({"point": "kl:1", "id": "0", "outp)";  // being written
-    const std::string before = file_text(dir + "/examples.jsonl");
+    const std::string before = test::read_file(dir + "/examples.jsonl");
     SweepStore reader(dir, {{"draft_max", 8}}, SweepStore::Access::kReadOnly);
     EXPECT_EQ(reader.examples().size(), 1u);
-    EXPECT_EQ(file_text(dir + "/examples.jsonl"), before);
+    EXPECT_EQ(test::read_file(dir + "/examples.jsonl"), before);
     EXPECT_THROW(reader.append(example("kl:1", "1", true, 3, 1, 0.1)), Error);
     EXPECT_THROW(SweepStore(fresh_dir("store-none"), {}, SweepStore::Access::kReadOnly), Error);  // no sweep there
 }
@@ -117,7 +113,7 @@ TEST(SweepStore, ResumesAfterARowCutBeforeItsNewline) {
         SweepStore store(dir, {{"draft_max", 8}});
         store.append(example("vanilla", "0", true, 10, 5, 0.5));
     }
-    std::string text = file_text(dir + "/examples.jsonl");
+    std::string text = test::read_file(dir + "/examples.jsonl");
     text.pop_back();
     std::ofstream(dir + "/examples.jsonl", std::ios::trunc) << text;
     SweepStore(dir, {{"draft_max", 8}}).append(example("vanilla", "1", true, 10, 5, 0.5));
