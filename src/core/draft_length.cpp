@@ -143,7 +143,8 @@ std::vector<double> DepthAcceptance::rates(int32_t max_depth, double rejection_s
         const size_t d = static_cast<size_t>(std::min(j, kMaxDepth - 1));
         const double rate = (kept_[d] + prior * AcceptanceEstimate::kPriorWeight / 4) /
                             (trials_[d] + AcceptanceEstimate::kPriorWeight / 4);
-        out.push_back(std::clamp(1.0 - (1.0 - rate) * rejection_scale, 0.0, 0.999));
+        const double scale = j == 0 ? rejection_scale : 1.0;
+        out.push_back(std::clamp(1.0 - (1.0 - rate) * scale, 0.0, 0.999));
         prior = rate;
     }
     return out;

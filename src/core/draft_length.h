@@ -120,11 +120,12 @@ public:
     static constexpr int32_t kMaxDepth = 64;
 
     void record(int32_t drafted, int32_t accepted);
-    // Rates for depths 1..max_depth at a sequence's level: each depth's rejection rate times
-    // `rejection_scale` (the sequence's rejection rate against the decoder's), kept within [0, 0.999].
-    // Scaling rejections, not acceptances: a scaled acceptance compounds over the depths (a sequence 6 %
-    // above the decoder's rate put 1.06 × 0.95 > 1 at every deep depth of a pair that accepts much),
-    // which overrates long drafts (docs/cost-model.md).
+    // Rates for depths 1..max_depth at a sequence's level: depth 1's rejection rate times
+    // `rejection_scale` (the sequence's rejection rate against the decoder's), kept within [0, 0.999];
+    // the deeper depths at the decoder's rates. Scaling rejections, not acceptances: a scaled acceptance
+    // overflows (1.06 × 0.95 > 1). Depth 1 only: a deeper depth's rate is already conditioned on the draft
+    // being on track, and its evidence comes from the long drafts the choice sends when a sequence's rate
+    // is high, so scaling it too counted that level twice and overrated long drafts (docs/cost-model.md).
     std::vector<double> rates(int32_t max_depth, double rejection_scale = 1.0) const;
 
 private:

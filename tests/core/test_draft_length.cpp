@@ -44,11 +44,14 @@ TEST(DraftLength, DepthAcceptanceByHand) {
     EXPECT_DOUBLE_EQ(r[1], (1.0 + r[0] * 4) / (1.0 + 4));
     EXPECT_DOUBLE_EQ(r[2], (0.0 + r[1] * 4) / (1.0 + 4));
     EXPECT_DOUBLE_EQ(r[3], r[2]);  // no evidence: the depth before
-    // A sequence that is rejected half as often as the decoder: each depth's rejection halved, not its
-    // acceptance doubled (that compounds over depths).
-    EXPECT_DOUBLE_EQ(depth.rates(5, 0.5)[2], 1.0 - (1.0 - r[2]) * 0.5);
+    // A sequence that is rejected half as often as the decoder: depth 1's rejection halved, not its
+    // acceptance doubled; the deeper depths keep the decoder's rates, which are already conditioned on
+    // the draft having got that far (scaling them too counted the sequence's level twice).
     EXPECT_DOUBLE_EQ(depth.rates(5, 0.5)[0], 1.0 - (1.0 - r[0]) * 0.5);
-    EXPECT_DOUBLE_EQ(depth.rates(5, 3.0)[2], 1.0 - (1.0 - r[2]) * 3.0);
+    EXPECT_DOUBLE_EQ(depth.rates(5, 0.5)[1], r[1]);
+    EXPECT_DOUBLE_EQ(depth.rates(5, 0.5)[2], r[2]);
+    EXPECT_DOUBLE_EQ(depth.rates(5, 3.0)[0], 1.0 - (1.0 - r[0]) * 3.0);
+    EXPECT_DOUBLE_EQ(depth.rates(5, 3.0)[2], r[2]);
     EXPECT_DOUBLE_EQ(depth.rates(5, 0.0)[0], 0.999);   // kept below 1
     EXPECT_DOUBLE_EQ(depth.rates(5, 100.0)[0], 0.0);   // and above 0
     depth.record(0, 0);  // a target-only step is no evidence
