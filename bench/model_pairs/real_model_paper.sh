@@ -26,6 +26,8 @@
 #                    gsm8k-draft-entropy: draft entropy at 1.5 on 1's problems (0.5 relaxed 5 tokens in 200 answers)
 #  10. mmlu-kl5      KL at τ 5 added to 4's sweep: AutoJudge's MAT there (2.38) lies between KL τ 3's and τ 10's,
 #                    so the domain-shift comparison at equal MAT needs a measured point between them
+#  11. mmlu-fly0     FLy with no entropy gate (θ 0) on 9's FLy sweep: θ 0.5 relaxed nothing on MMLU-Pro, and only
+#                    this point says whether the gate or the window (3 drafts accepted natively after it) binds
 # Usage: bench/model_pairs/real_model_paper.sh [OUT]   (default ~/.cache/klspec/real-sweeps)
 #   nohup nice -n 5 bench/model_pairs/real_model_paper.sh > ~/.cache/klspec/real-sweeps/paper.log 2>&1 &
 # Tables at any point, while a sweep still writes: the same klspec sweep command with --summary-only (it only
@@ -83,4 +85,6 @@ stage gsm8k-draft-entropy "$KLSPEC" sweep "${PAIR[@]}" "${DECODE[@]}" "${GSM8K[@
   --rules draft-entropy:1.5 --no-plots --out "$OUT/gsm8k-a9-g4"
 stage mmlu-kl5 "$KLSPEC" sweep "${PAIR[@]}" "${DECODE[@]}" "${MMLU[@]}" --judge-head "$HEAD" \
   --rules kl:5 --no-plots --out "$OUT/mmlu-a9-g4"
+stage mmlu-fly0 "$KLSPEC" sweep "${PAIR[@]}" "${DECODE[@]}" "${MMLU[@]}" --judge-window 3 \
+  --rules fly:0 --no-plots --out "$OUT/mmlu-a9-g4-fly"
 echo "[$(date -u +%H:%M:%S)] all stages done"
