@@ -125,8 +125,8 @@ void SpeculativeDecoder::choose_draft_lengths_for(std::span<Sequence* const> act
 
 DraftCandidate SpeculativeDecoder::draft_candidate(const Sequence& seq, DraftSource drafter, int32_t min_length,
                                                    int32_t max_length) const {
-    // The drafter's profile over depths, at the sequence's level: its running rejection rate for that drafter
-    // (shrunk to the decoder's) against the decoder's.
+    // The drafter's profile over depths, depth 1 at the sequence's level: its running rejection rate for that
+    // drafter (shrunk to the decoder's) against the decoder's (DepthAcceptance::rates scales depth 1 only).
     const size_t source = static_cast<size_t>(drafter);
     const double decoder_rate = decoder_acceptance_[source].rate(AcceptanceEstimate::kDecoderPrior);
     const double sequence_rate = seq.acceptance_estimates_[source].rate(decoder_rate);
