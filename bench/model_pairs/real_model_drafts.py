@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """The real model's drafts (docs/real-model.md): for each draft GGUF, greedy acceptance and MAT at fixed γ 4
-and 8 on GSM8K test problems (plain 2-shot prompts), and its cost per token against the target's
-(target-only decoding of each file alone, tokens/s of the decode); the split of a token's cost between the
+and 8 on GSM8K test problems (plain 2-shot prompts), its cost per token against the target's
+(target-only decoding of each file alone, tokens/s of the decode), and the throughput of γ 4 and of the
+automatic choice (the default, `--draft-policy auto`) against target-only; the split of a token's cost between the
 layers and the output head (a line through the per-token times of files with different layer counts: the
 drafts named exit<k>, k layers, exit<k>-adapter k + 1); the target with and without --no-repack; then, side by
 side in the same run, klspec and llama.cpp's own `llama-speculative-simple` on the same files, prompt and γ.
@@ -40,6 +41,8 @@ def bench(work, target, draft, gamma, a):
     flags = ["--dataset", "gsm8k", "--limit", a.limit, "--few-shot", 2, "-n", a.n, "-t", 2, "--json"]
     if draft is None:
         flags += ["--draft-policy", "off"]
+    elif gamma == "auto":
+        flags += ["-md", draft, "--draft-policy", "auto"]
     else:
         flags += ["-md", draft, "--draft-policy", "fixed", "--draft-max", gamma]
     return cached(work, [target, draft, gamma, *flags], [KLSPEC, "bench", "-m", target, *flags])
@@ -63,16 +66,18 @@ def main():
     target_speed = decode_speed(a.work, a.target, a)
     print(f"\nGSM8K test, first {a.limit} problems, 2-shot plain prompts, -n {a.n}, greedy, -t 2; target-only "
           f"decode {target_speed:.1f} tokens/s\n")
-    print("| draft | acceptance γ 4 | MAT γ 4 | MAT γ 8 | cost per token (× target's) | tokens/s γ 4 (× target-only) |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| draft | acceptance γ 4 | MAT γ 4 | MAT γ 8 | cost per token (× target's) | tokens/s γ 4 (× target-only) "
+          "| tokens/s auto (× target-only) | auto: mean γ, target-only steps |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     target_only = bench(a.work, a.target, None, 0, a)["throughput_tokens_per_second"]
     for draft in a.drafts:
-        runs = {g: bench(a.work, a.target, draft, g, a) for g in (4, 8)}
-        s4, s8 = runs[4]["stats"], runs[8]["stats"]
+        runs = {g: bench(a.work, a.target, draft, g, a) for g in (4, 8, "auto")}
+        s4, s8, auto = runs[4]["stats"], runs[8]["stats"], runs["auto"]["stats"]
         cost = target_speed / decode_speed(a.work, draft, a)
-        speed = runs[4]["throughput_tokens_per_second"]
+        speed, auto_speed = runs[4]["throughput_tokens_per_second"], runs["auto"]["throughput_tokens_per_second"]
         print(f"| {draft.name} | {100 * s4['acceptance_rate']:.1f} % | {s4['mat']:.2f} | {s8['mat']:.2f} | {cost:.2f} | "
-              f"{speed:.1f} ({speed / target_only:.2f}×) |")
+              f"{speed:.1f} ({speed / target_only:.2f}×) | {auto_speed:.1f} ({auto_speed / target_only:.2f}×) | "
+              f"{auto['draft_length_sum'] / auto['target_calls']:.2f}, {auto['target_only_steps']} |")
     layers_of = {a.target: 18}
     for draft in a.drafts:
         if m := re.search(r"exit(\d+)(-adapter)?", draft.name):
