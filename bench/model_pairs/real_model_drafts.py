@@ -77,7 +77,7 @@ def main():
         speed, auto_speed = runs[4]["throughput_tokens_per_second"], runs["auto"]["throughput_tokens_per_second"]
         print(f"| {draft.name} | {100 * s4['acceptance_rate']:.1f} % | {s4['mat']:.2f} | {s8['mat']:.2f} | {cost:.2f} | "
               f"{speed:.1f} ({speed / target_only:.2f}×) | {auto_speed:.1f} ({auto_speed / target_only:.2f}×) | "
-              f"{auto['draft_length_sum'] / auto['target_calls']:.2f}, {auto['target_only_steps']} |")
+              f"{auto['draft_length_sum'] / auto['target_calls']:.2f}, {auto['target_only_steps']} of {auto['target_calls']} |")
     layers_of = {a.target: 18}
     for draft in a.drafts:
         if m := re.search(r"exit(\d+)(-adapter)?", draft.name):
