@@ -128,9 +128,14 @@ std::string strip_math_string(std::string string) {
 
 std::optional<std::string> extract_gsm8k(std::string_view text) {
     static const std::regex kAnswer(R"(The answer is \$?(-?[\d,]*\d(?:\.\d+)?))");
+    static const std::regex kNumber(R"(-?[\d,]*\d(?:\.\d+)?)");
     std::match_results<std::string_view::const_iterator> m;
-    if (!std::regex_search(text.begin(), text.end(), m, kAnswer)) return std::nullopt;
-    return canonical_number(m[1].str());
+    if (std::regex_search(text.begin(), text.end(), m, kAnswer)) return canonical_number(m[1].str());
+    // Instruct models (Qwen2.5) write \boxed{18} whatever the instruction asks: the last box's first number.
+    std::smatch boxed_number;
+    if (const std::optional<std::string> boxed = last_boxed(text); boxed && std::regex_search(*boxed, boxed_number, kNumber))
+        return canonical_number(boxed_number[0].str());
+    return std::nullopt;
 }
 
 std::optional<std::string> extract_mmlu_pro(std::string_view text) {

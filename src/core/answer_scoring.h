@@ -2,8 +2,9 @@
 // One scorer per benchmark family; the testbed's families name theirs in a "scorer" field
 // (tools/testbed/scorers.py is the Python twin, and the two must agree).
 //
-//   gsm8k       the number after the FIRST "The answer is " (case-sensitive), "$" and thousands commas
-//               dropped, compared as a number
+//   gsm8k       the number after the FIRST "The answer is " (case-sensitive), else the first number in the
+//               LAST \boxed{...} (what instruct models write), "$" and thousands commas dropped, compared
+//               as a number
 //   mmlu-pro    MMLU-Pro's cascade: `answer is \(?([A-J])\)?`, else the letter after the LAST
 //               `[aA]nswer:`, else the last standalone letter A-J; compared with the gold letter
 //   lcb-output  the text after the LAST "Output:" up to the end of its line, stripped, equal to the

@@ -14,6 +14,17 @@ TEST(Gsm8kScorer, TakesTheNumberAfterTheFirstMarker) {
     EXPECT_EQ(extract_answer(Scorer::Gsm8k, "The answer is $1,200.50 in all."), "1200.5");
 }
 
+TEST(Gsm8kScorer, FallsBackToTheLastBoxedNumber) {
+    // Qwen2.5-Coder-1.5B-Instruct's answers to GSM8K test problems 0 and 1, in the chat template.
+    EXPECT_EQ(extract_answer(Scorer::Gsm8k, "She makes 9 * 2 = 18 dollars.\n\nThe final answer is \\(\\boxed{18}\\)."), "18");
+    EXPECT_EQ(extract_answer(Scorer::Gsm8k, "\\boxed{2} bolts of blue, so \\[\\boxed{3}\\]"), "3");
+    EXPECT_EQ(extract_answer(Scorer::Gsm8k, "\\boxed{\\$1,200.50}"), "1200.5");
+    EXPECT_EQ(extract_answer(Scorer::Gsm8k, "\\boxed{x = -4 \\text{ apples}}"), "-4");
+    // The marker comes first, as before; a box without a number gives none.
+    EXPECT_EQ(extract_answer(Scorer::Gsm8k, "The answer is 7. \\boxed{8}"), "7");
+    EXPECT_EQ(extract_answer(Scorer::Gsm8k, "\\boxed{seven}"), std::nullopt);
+}
+
 TEST(Gsm8kScorer, NoAnswerWithoutANumberAfterTheMarker) {
     EXPECT_EQ(extract_answer(Scorer::Gsm8k, "12 + 7 = 19."), std::nullopt);
     EXPECT_EQ(extract_answer(Scorer::Gsm8k, "The answer is"), std::nullopt);
