@@ -28,11 +28,12 @@ struct BenchOptions {
     bool json = false;
 };
 
-// One finished problem as a JSONL row, scored when the problem has a final answer.
+// One finished problem as a JSONL row, scored when the problem has a final answer or tests (code
+// benchmarks: run in the sandbox; "answer" is "pass" or why it failed).
 nlohmann::json outcome_row(size_t index, const Problem& problem, const GenerationResult& result) {
     nlohmann::json row = {{"index", index}, {"id", problem.id}, {"text", result.text}, {"stop_reason", to_string(result.stop_reason)},
                           {"stats", stats_to_json(result.stats)}};
-    if (problem.gold) {
+    if (problem.gold || problem.code) {
         const ScoredOutput verdict = score_output(problem, result.text);
         row["answer"] = verdict.prediction ? nlohmann::json(*verdict.prediction) : nlohmann::json();
         row["correct"] = verdict.correct;
@@ -78,6 +79,8 @@ void run_bench(const BenchOptions& options) {
     // throughput is total tokens over the wall time of the whole run (prompts included).
     const double throughput = wall_seconds > 0 ? double(totals.emitted) / wall_seconds : 0.0;
     const double accuracy = scored ? double(correct) / double(scored) : 0.0;
+    // Code benchmarks run each problem's tests on its one greedy (or seeded) answer: pass@1.
+    const std::string_view metric = !problems.empty() && problems.front().code ? "pass@1" : "accuracy";
     const std::string_view judge_name = session.generation.judge->name();
     if (options.json) {
         nlohmann::json out = {{"problems", problems.size()},
@@ -89,12 +92,12 @@ void run_bench(const BenchOptions& options) {
         add_quality_bound(out, *session.generation.judge);
         add_draft_policy(out, session.generation.draft_policy, session.decoder->verify_costs(),
                          session.decoder->draft_costs());
-        if (scored) out["accuracy"] = {{"correct", correct}, {"scored", scored}, {"rate", accuracy}};
+        if (scored) out["accuracy"] = {{"metric", metric}, {"correct", correct}, {"scored", scored}, {"rate", accuracy}};
         std::cout << out.dump() << "\n";
     } else {
         std::cout << fmt::format("{} problems, judge {}, {} in parallel\n", problems.size(), judge_name,
                                  options.parallel);
-        if (scored) std::cout << fmt::format("accuracy: {}/{} = {:.1f} %\n", correct, scored, 100.0 * accuracy);
+        if (scored) std::cout << fmt::format("{}: {}/{} = {:.1f} %\n", metric, correct, scored, 100.0 * accuracy);
         std::cout << format_stats(totals) << format_quality_bound(*session.generation.judge, totals);
         std::cout << fmt::format("throughput: {:.1f} tokens/s over {:.2f} s wall time (prompts included){}\n",
                                  throughput, wall_seconds,

@@ -125,7 +125,7 @@ Problem code_problem(const nlohmann::json& id, std::string prompt, CodeTests tes
 
 // LiveCodeBench's public tests; functional ones call the first method of the starter code's class.
 CodeTests livecodebench_tests(const nlohmann::json& row) {
-    CodeTests tests{CodeBenchmark::LiveCodeBench, "", "", "", "", {}};
+    CodeTests tests{CodeBenchmark::LiveCodeBench, "", "", "", "", {}, ""};
     for (const nlohmann::json& test : row.at("public_test_cases")) {
         const std::string type = test.at("testtype").get<std::string>();
         if (type != "stdin" && type != "functional") throw Error(fmt::format("unknown testtype '{}'", type));
@@ -180,7 +180,8 @@ std::vector<Problem> load_dataset(const std::string& name_or_path, const std::st
     } else if (name_or_path == "humaneval") {
         for_each_row(data_dir + "/humaneval/HumanEval.jsonl.gz", [&](size_t, const nlohmann::json& row, std::string_view) {
             CodeTests tests{CodeBenchmark::HumanEval, row.at("entry_point").get<std::string>(),
-                            row.at("test").get<std::string>(), row.at("canonical_solution").get<std::string>(), "", {}};
+                            row.at("test").get<std::string>(), row.at("canonical_solution").get<std::string>(), "", {},
+                            row.at("prompt").get<std::string>()};
             problems.push_back(code_problem(row.at("task_id"), row.at("prompt").get<std::string>(), std::move(tests),
                                             name_or_path));
         });
@@ -189,7 +190,7 @@ std::vector<Problem> load_dataset(const std::string& name_or_path, const std::st
                                                                        std::string_view line) {
             CodeTests tests{CodeBenchmark::MbppPlus, row.at("entry_point").get<std::string>(),
                             row.at("assertion").get<std::string>(), row.at("canonical_solution").get<std::string>(),
-                            std::string(line), {}};
+                            std::string(line), {}, ""};
             const nlohmann::json& plus_input = row.at("plus_input");  // Mbpp/793 has {}: no plus inputs
             if (!(plus_input.is_array() || plus_input == nlohmann::json::object()) || !row.at("atol").is_number())
                 throw Error("plus_input must be an array and atol a number");

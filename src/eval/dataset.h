@@ -32,6 +32,8 @@ struct CodeTests {
     std::string row_json;            // MBPP+: the row as in the file, for the harness's Python json (plus_input
                                      // has -Infinity and integers beyond 64 bits, which nlohmann cannot keep)
     std::vector<IoTest> io_tests;    // LiveCodeBench's public tests
+    std::string program_head;        // HumanEval: its prompt, which the scored program starts with (a chat
+                                     // prompt replaces Problem::prompt)
 };
 
 struct Problem {

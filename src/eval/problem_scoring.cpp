@@ -76,6 +76,20 @@ constexpr std::string_view kLiveCodeBenchHeader =
     "from typing import *\nfrom collections import *\nfrom functools import *\nfrom itertools import *\n"
     "from heapq import *\nfrom bisect import *\nimport math, re, string, sys\nsys.setrecursionlimit(50000)\n\n";
 
+// A whole-program answer keeps only its definitions, as EvalPlus's sanitizer does before its tests run
+// (evalplus/sanitize.py): imports, functions, classes and assignments at the top level; an instruct model's own
+// asserts, prints and `if __name__` demos are dropped (Qwen2.5-Coder appends wrong asserts of its own).
+std::string definitions_only(const std::string& code) {
+    return "\nimport ast as _klspec_ast\n"
+           "def _klspec_definitions(source):\n"
+           "    tree = _klspec_ast.parse(source)\n"
+           "    kept = (_klspec_ast.Import, _klspec_ast.ImportFrom, _klspec_ast.FunctionDef, _klspec_ast.AsyncFunctionDef,\n"
+           "            _klspec_ast.ClassDef, _klspec_ast.Assign, _klspec_ast.AnnAssign)\n"
+           "    tree.body = [node for node in tree.body if isinstance(node, kept)]\n"
+           "    return compile(tree, '<answer>', 'exec')\n"
+           "exec(_klspec_definitions(" + nlohmann::json(code).dump() + "))\n";
+}
+
 std::vector<std::string_view> stripped_lines(std::string_view text) {
     std::vector<std::string_view> lines;
     text = strip(text);
@@ -98,13 +112,14 @@ std::string failure(const SandboxResult& run) {
 
 ScoredOutput verdict(const SandboxResult& run) { return run.succeeded() ? ScoredOutput{"pass", true} : ScoredOutput{failure(run), false}; }
 
-// HumanEval: the prompt, then the completion. A completion that defines the entry point itself still gets
-// the prompt first, for the imports and helpers it defines (the prompt's stub, a docstring, is replaced).
-std::string humaneval_program(const Problem& problem, const std::string& code) {
-    const CodeTests& tests = *problem.code;
+// HumanEval: the prompt, then the completion. A completion that defines the entry point itself (a chat
+// answer) still gets the prompt first, for the imports and helpers it defines (the prompt's stub, a
+// docstring, is replaced), and keeps only its definitions.
+std::string humaneval_program(const CodeTests& tests, const std::string& code) {
     const bool defines_entry_point = std::regex_search(code, std::regex("def\\s+" + tests.entry_point + "\\s*\\("));
-    return problem.prompt + (defines_entry_point ? "\n" : "") + code + "\n\n" + tests.test_code + "\n\ncheck(" +
-           tests.entry_point + ")\n";
+    std::string program = tests.program_head;
+    program += defines_entry_point ? definitions_only(code) : code;
+    return program + "\n\n" + tests.test_code + "\n\ncheck(" + tests.entry_point + ")\n";
 }
 
 ScoredOutput run_livecodebench(const CodeTests& tests, const std::string& code) {
@@ -130,11 +145,12 @@ ScoredOutput run_code_tests(const Problem& problem, std::string_view output) {
     const CodeTests& tests = *problem.code;
     switch (tests.benchmark) {
         case CodeBenchmark::HumanEval:
-            return verdict(run_python_sandboxed(humaneval_program(problem, code), "", sandbox_limits(tests.benchmark)));
+            return verdict(run_python_sandboxed(humaneval_program(tests, code), "", sandbox_limits(tests.benchmark)));
         case CodeBenchmark::MbppPlus:
             // Three base assertions (Mbpp/120, 442, 574) call math.isclose without importing math.
-            return verdict(run_python_sandboxed(code + "\n\nimport math\n" + tests.test_code + std::string(kMbppPlusHarness),
-                                                tests.row_json, sandbox_limits(tests.benchmark)));
+            return verdict(run_python_sandboxed(
+                definitions_only(code) + "\n\nimport math\n" + tests.test_code + std::string(kMbppPlusHarness),
+                tests.row_json, sandbox_limits(tests.benchmark)));
         case CodeBenchmark::LiveCodeBench:
             return run_livecodebench(tests, code);
     }

@@ -74,7 +74,17 @@ struct Convention {
     std::string answer_prefix;         // plain: after each question
     int default_few_shot = 0;          // plain prompts
     std::vector<std::string> stops;    // plain prompts (under a chat template the turn's end stops it)
+    // Chat: EvalPlus's instruct prompt (evalplus/provider/utility.py, make_raw_chat_prompt), with which the
+    // Qwen2.5-Coder report and EvalPlus's leaderboard score instruct models: the task fenced after the
+    // instruction, the assistant's turn opened with kEvalPlusResponse, the answer ending at the code's fence.
+    bool evalplus_chat = false;
 };
+
+constexpr std::string_view kEvalPlusInstruction =
+    "Please provide a self-contained Python script that solves the following problem in a markdown code block:";
+constexpr std::string_view kEvalPlusResponse =
+    "Below is a Python script with a self-contained function that solves the problem and passes corresponding "
+    "tests:\n```python\n";
 
 Convention convention_of(const std::string& dataset, const std::string& family) {
     if (dataset == "gsm8k")
@@ -88,10 +98,18 @@ Convention convention_of(const std::string& dataset, const std::string& family) 
     if (dataset == "math500" || dataset == "math500-hard")
         return {"Solve the problem step by step, and put your final answer within \\boxed{}.", "Problem:\n",
                 "\n\nSolution:", 0, {"\n\nProblem:"}};
-    if (dataset == "humaneval")  // the prompt is continued as code; Codex's stop sequences end the function
-        return {"Complete the following Python function. Answer with the whole function in a ```python code block.",
-                "", "", 0, {"\nclass ", "\ndef ", "\n#", "\nif __name__", "\nprint("}};
-    return {};  // mbpp-plus and livecodebench prompts hold their instructions; JSONL files are used as written
+    if (dataset == "humaneval")  // plain: the prompt is continued as code; Codex's stop sequences end the function
+        return {"", "", "", 0, {"\nclass ", "\ndef ", "\n#", "\nif __name__", "\nprint("}, true};
+    if (dataset == "mbpp-plus")  // the prompt holds EvalPlus's instruction already
+        return {"", "", "", 0, {}, true};
+    return {};  // livecodebench prompts hold their instructions; JSONL files are used as written
+}
+
+// The user turn of an EvalPlus chat prompt: HumanEval's code prompt fenced after the instruction (MBPP+'s
+// prompt is already written so).
+std::string evalplus_user_turn(const std::string& dataset, const std::string& question) {
+    if (dataset != "humaneval") return question;
+    return fmt::format("{}\n```\n{}\n```\n", kEvalPlusInstruction, strip(question));
 }
 
 }  // namespace
@@ -118,6 +136,7 @@ PromptFormat format_prompts(std::vector<Problem>& problems, const std::string& d
     if (format.few_shot > 0 && dataset != "gsm8k" && dataset != "mmlu-pro")
         throw Error(fmt::format("--few-shot: klspec has exemplars for gsm8k and mmlu-pro only, not {}", dataset));
     if (!format.chat) format.stop_strings = base.stops;
+    if (format.chat && base.evalplus_chat) format.stop_strings = {"\n```"};
 
     const std::optional<ChatTemplate> chat_template =
         format.chat ? std::optional<ChatTemplate>(std::in_place, target, "") : std::nullopt;
@@ -142,8 +161,13 @@ PromptFormat format_prompts(std::vector<Problem>& problems, const std::string& d
                 messages.emplace_back("user", user(shot.question));
                 messages.emplace_back("assistant", shot.answer);
             }
-            messages.emplace_back("user", user(problem.prompt));
-            problem.prompt = chat_template->apply(messages);
+            if (c.evalplus_chat) {
+                messages.emplace_back("user", evalplus_user_turn(dataset, problem.prompt));
+                problem.prompt = chat_template->apply(messages) + std::string(kEvalPlusResponse);
+            } else {
+                messages.emplace_back("user", user(problem.prompt));
+                problem.prompt = chat_template->apply(messages);
+            }
         } else if (!c.question_prefix.empty() || !c.answer_prefix.empty()) {
             std::string prompt = c.instruction.empty() ? "" : c.instruction + "\n\n";
             for (const Exemplar& shot : shots)

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "engine/model.h"
+#include "eval/problem_scoring.h"
 #include "eval/prompting.h"
 #include "test_support.h"
 
@@ -30,6 +31,36 @@ TEST(Prompting, ChatTemplateWrapsTheInstructionAndQuestion) {
     EXPECT_TRUE(format.stop_strings.empty());  // the turn's end-of-generation token stops it
     EXPECT_EQ(problems[0].prompt, "<|im_start|>user\nSolve the math problem step by step. End with \"The answer is N.\" "
                                   "where N is the final number.\n\nWhat is 2 + 3?<|im_end|>\n<|im_start|>assistant\n");
+}
+
+// HumanEval under a chat template as EvalPlus puts it to instruct models (evalplus/provider/utility.py,
+// make_raw_chat_prompt): the code prompt fenced after its instruction, the assistant's turn opened with the
+// response prefix and a python fence, the answer ended at the closing fence; the program scored is the
+// original prompt and the answer (program_head), not the chat text.
+TEST(Prompting, CodeBenchmarksUnderChatTakeEvalPlussInstructPrompt) {
+    const Model model(test::stories_with_chat_template());
+    const std::string code = "def f(x):\n    \"\"\"Twice x.\"\"\"\n";
+    Problem humaneval{"HumanEval/0", code, std::nullopt, Scorer::Gsm8k, "humaneval"};
+    humaneval.code = CodeTests{CodeBenchmark::HumanEval, "f", "def check(candidate):\n    assert candidate(2) == 4\n", "",
+                               "", {}, code};
+    std::vector<Problem> problems{humaneval};
+    const PromptFormat format = format_prompts(problems, "humaneval", kDatasets, {}, model);
+    EXPECT_TRUE(format.chat);
+    EXPECT_EQ(format.stop_strings, std::vector<std::string>{"\n```"});
+    EXPECT_EQ(problems[0].prompt,
+              "<|im_start|>user\nPlease provide a self-contained Python script that solves the following problem in a "
+              "markdown code block:\n```\ndef f(x):\n    \"\"\"Twice x.\"\"\"\n```\n<|im_end|>\n<|im_start|>assistant\n"
+              "Below is a Python script with a self-contained function that solves the problem and passes "
+              "corresponding tests:\n```python\n");
+    EXPECT_EQ(problems[0].code->program_head, code);
+    const ScoredOutput passed = score_output(problems[0], "def f(x):\n    return 2 * x");
+    EXPECT_TRUE(passed.correct) << passed.prediction.value_or("no answer");
+
+    // Plain prompts keep the code prompt to be continued, with Codex's stop sequences.
+    std::vector<Problem> plain{humaneval};
+    const PromptFormat plain_format = format_prompts(plain, "humaneval", kDatasets, {ChatMode::Off, {}}, model);
+    EXPECT_EQ(plain[0].prompt, code);
+    EXPECT_EQ(plain_format.stop_strings.front(), "\nclass ");
 }
 
 TEST(Prompting, PlainPromptsWithoutTemplateAndChatOnIsAnError) {

@@ -23,8 +23,10 @@ namespace {
 
 // A HumanEval-style problem: f(x) must return 2x.
 Problem doubling_problem() {
-    Problem problem{"double", "def f(x):\n    \"\"\"Twice x.\"\"\"\n", std::nullopt, Scorer::Gsm8k, "humaneval"};
-    problem.code = CodeTests{CodeBenchmark::HumanEval, "f", "def check(candidate):\n    assert candidate(2) == 4\n", "", "", {}};
+    const std::string stub = "def f(x):\n    \"\"\"Twice x.\"\"\"\n";
+    Problem problem{"double", stub, std::nullopt, Scorer::Gsm8k, "humaneval"};
+    problem.code = CodeTests{CodeBenchmark::HumanEval, "f", "def check(candidate):\n    assert candidate(2) == 4\n", "", "", {},
+                             stub};
     return problem;
 }
 
@@ -86,6 +88,22 @@ TEST(Sandbox, CorrectAndWrongSolutionsScore) {
     const ScoredOutput blank = score_output(doubling_problem(), " \n");
     EXPECT_FALSE(blank.correct);
     EXPECT_FALSE(blank.prediction.has_value());
+}
+
+// A whole-program answer is scored on its definitions, as EvalPlus sanitizes it: an instruct model's own
+// wrong asserts and demo prints after the function do not fail it; a wrong function still does, and an
+// import or helper it defines is kept.
+TEST(Sandbox, AnswersKeepOnlyTheirDefinitions) {
+    const std::string own_tests =
+        "\nassert f(3) == 7, 'a wrong test of its own'\nprint(f(2))\nif __name__ == '__main__':\n    raise SystemExit(1)\n";
+    const ScoredOutput right = score_output(doubling_problem(), "```python\ndef f(x):\n    return 2 * x\n" + own_tests + "```\n");
+    EXPECT_TRUE(right.correct) << right.prediction.value_or("no answer");
+    const ScoredOutput helper = score_output(
+        doubling_problem(), "```python\nimport operator\nFACTOR = 2\ndef twice(x):\n    return operator.mul(FACTOR, x)\n"
+                            "def f(x):\n    return twice(x)\n" + own_tests + "```\n");
+    EXPECT_TRUE(helper.correct) << helper.prediction.value_or("no answer");
+    const ScoredOutput wrong = score_output(doubling_problem(), "```python\ndef f(x):\n    return x + 1\n" + own_tests + "```\n");
+    EXPECT_FALSE(wrong.correct);
 }
 
 // The whole process tree (a forked child too, each exec'd into a busy loop) is killed at the wall time.
