@@ -257,16 +257,17 @@ bool TargetOnlyRetime::due(const DraftChoice& chosen, const DraftChoice& target_
     return true;
 }
 
-int32_t DraftProbe::adjust(int32_t chosen, int32_t max_length) {
+int32_t DraftProbe::adjust(int32_t chosen, int32_t max_length, double probe_cost) {
     probing_ = false;
-    if (chosen > 0 || max_length <= 0) {
-        if (chosen > 0) {
-            idle_steps_ = 0;
-            interval_ = kFirstInterval;
-        }
+    if (max_length <= 0) return chosen;
+    if (chosen > 0) {
+        idle_steps_ = 0;
+        if (++drafting_steps_ >= kFirstInterval) interval_ = kFirstInterval;
         return chosen;
     }
-    if (++idle_steps_ < interval_) return 0;
+    drafting_steps_ = 0;
+    const double priced_interval = std::ceil(std::max(probe_cost, 0.0) / kMaxShare);
+    if (++idle_steps_ < std::max(double(interval_), priced_interval)) return 0;
     idle_steps_ = 0;
     interval_ = std::min(2 * interval_, kMaxInterval);
     probing_ = true;

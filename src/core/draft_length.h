@@ -212,19 +212,26 @@ private:
 
 // When a sequence has stopped drafting, its acceptance estimate no longer moves: it drafts a short probe
 // after `interval` target-only steps, the interval doubling while probes fail (up to kMaxInterval) and
-// resetting once the cost model chooses to draft again.
+// resetting once the sequence drafts again for kFirstInterval steps in a row. Any drafted step refreshes the
+// estimate, so a choice flipping between 0 and a break-even 1 never probes (it probed γ 4 every ~8 steps:
+// 5 % of decode on the Gemma pair). Probes are also spaced by their price: a probe costing c target-only
+// steps waits at least c / kMaxShare steps, so probes take at most kMaxShare of decoding on any CPU and
+// pair (a draft as costly as its target made them a quarter of it).
 class DraftProbe {
 public:
     static constexpr int32_t kFirstInterval = 8;
     static constexpr int32_t kMaxInterval = 128;
     static constexpr int32_t kProbeLength = 4;
+    static constexpr double kMaxShare = 0.03;
 
     // Given the cost model's γ for this step, the γ to use (the probe's length when one is due).
-    int32_t adjust(int32_t chosen, int32_t max_length);
+    // `probe_cost`: a probe's extra time, in target-only steps (0: free).
+    int32_t adjust(int32_t chosen, int32_t max_length, double probe_cost = 0.0);
     bool probing() const { return probing_; }
 
 private:
     int32_t idle_steps_ = 0;
+    int32_t drafting_steps_ = 0;
     int32_t interval_ = kFirstInterval;
     bool probing_ = false;
 };

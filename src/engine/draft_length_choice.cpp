@@ -119,8 +119,17 @@ void SpeculativeDecoder::choose_draft_lengths_for(std::span<Sequence* const> act
     }
     for (size_t s = 0; s < active.size(); ++s) {
         if (candidates[s].min_length == candidates[s].max_length) continue;
-        active[s]->gamma_ = active[s]->probe_.adjust(choice.lengths[s], candidates[s].max_length);
+        const double probe_cost = choice.lengths[s] == 0 ? probe_cost_in_steps(candidates[s]) : 0.0;
+        active[s]->gamma_ = active[s]->probe_.adjust(choice.lengths[s], candidates[s].max_length, probe_cost);
     }
+}
+
+double SpeculativeDecoder::probe_cost_in_steps(const DraftCandidate& candidate) const {
+    const std::span<const DraftCandidate> alone(&candidate, 1);
+    const int32_t length = std::min(DraftProbe::kProbeLength, candidate.max_length);
+    const double target_only = evaluate_draft_lengths(verify_costs_, draft_costs_, alone, {0}).expected_seconds;
+    const double probe = evaluate_draft_lengths(verify_costs_, draft_costs_, alone, {length}).expected_seconds;
+    return target_only > 0 ? std::max(probe / target_only - 1.0, 0.0) : 0.0;
 }
 
 DraftCandidate SpeculativeDecoder::draft_candidate(const Sequence& seq, DraftSource drafter, int32_t min_length,

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 namespace klspec {
@@ -307,10 +308,41 @@ TEST(DraftLength, ProbeAfterIdleStepsWithDoublingInterval) {
     EXPECT_TRUE(probe.probing());
     for (int i = 1; i < 2 * DraftProbe::kFirstInterval; ++i) EXPECT_EQ(probe.adjust(0, 16), 0) << i;
     EXPECT_EQ(probe.adjust(0, 2), 2);  // the probe respects the step's cap
-    EXPECT_EQ(probe.adjust(6, 16), 6);  // drafting again resets the interval
+    // Drafting again for kFirstInterval steps in a row resets the interval.
+    for (int i = 0; i < DraftProbe::kFirstInterval; ++i) EXPECT_EQ(probe.adjust(6, 16), 6) << i;
     EXPECT_FALSE(probe.probing());
     for (int i = 1; i < DraftProbe::kFirstInterval; ++i) EXPECT_EQ(probe.adjust(0, 16), 0) << i;
     EXPECT_EQ(probe.adjust(0, 16), DraftProbe::kProbeLength);
+}
+
+// A choice flipping between no draft and a break-even γ 1 keeps its estimate fresh by itself: its short
+// drafting spells neither reset the doubled interval nor leave room for another probe (before, each spell
+// reset the interval to 8, and a pattern of 12 idle steps and one γ 1 probed γ 4 once a period).
+TEST(DraftProbe, AChoiceFlippingBetweenZeroAndOneProbesOnce) {
+    DraftProbe probe;
+    int probes = 0;
+    for (int period = 0; period < 30; ++period) {
+        for (int idle = 0; idle < 12; ++idle) probes += probe.adjust(0, 16) > 0;
+        EXPECT_EQ(probe.adjust(1, 16), 1);
+    }
+    EXPECT_EQ(probes, 1);  // the first idle spell, after kFirstInterval steps
+    for (int i = 1; i < 2 * DraftProbe::kFirstInterval; ++i) EXPECT_EQ(probe.adjust(0, 16), 0) << i;
+    EXPECT_EQ(probe.adjust(0, 16), DraftProbe::kProbeLength);  // a real idle spell still probes
+}
+
+// A probe costing c target-only steps waits c / kMaxShare steps: with a draft as costly as its target
+// (a probe of 4 ≈ 7 steps: 4 drafts and a verify of 5 at 3.1x), probes take 3 % of decoding, not a quarter.
+TEST(DraftProbe, ProbesAreSpacedByTheirPrice) {
+    DraftProbe probe;
+    const double cost = 7.0;
+    const int expected_interval = static_cast<int>(std::ceil(cost / DraftProbe::kMaxShare));  // 234
+    int probes = 0, steps = 0;
+    for (; steps < 10 * expected_interval; ++steps) probes += probe.adjust(0, 16, cost) > 0;
+    EXPECT_EQ(probes, 10);
+    EXPECT_LE(probes * cost / steps, DraftProbe::kMaxShare + 1e-9);
+    DraftProbe free_probe;
+    for (int i = 1; i < DraftProbe::kFirstInterval; ++i) EXPECT_EQ(free_probe.adjust(0, 16, 0.01), 0) << i;
+    EXPECT_EQ(free_probe.adjust(0, 16, 0.01), DraftProbe::kProbeLength);  // a cheap probe keeps the schedule
 }
 
 }  // namespace
