@@ -114,6 +114,35 @@ FloatVec exp_nonpositive(const FloatVec& x) {
     return x >= kLowest ? exp_r * two_to_n : FloatVec{};
 }
 
+// log(1 + y) for y in [0, 1] (Cephes logf on 1 + y, with the rounding of 1 + y corrected to first order):
+// 1 + y = m · 2^e with m in [sqrt(1/2), sqrt(2)), log m by its minimax polynomial in x = m - 1.
+FloatVec log1p_unit(const FloatVec& y) {
+    constexpr float kSqrt2 = 1.41421356237f;
+    const FloatVec z = 1.0f + y;
+    const FloatVec correction = (y - (z - 1.0f)) / z;
+    const auto above = z > kSqrt2;
+    const FloatVec e = above ? broadcast(1.0f) : FloatVec{};
+    const FloatVec x = (above ? z * 0.5f : z) - 1.0f;
+    const FloatVec x2 = x * x;
+    FloatVec poly = broadcast(7.0376836292e-2f);
+    poly = poly * x - 1.1514610310e-1f;
+    poly = poly * x + 1.1676998740e-1f;
+    poly = poly * x - 1.2420140846e-1f;
+    poly = poly * x + 1.4249322787e-1f;
+    poly = poly * x - 1.6668057665e-1f;
+    poly = poly * x + 2.0000714765e-1f;
+    poly = poly * x - 2.4999993993e-1f;
+    poly = poly * x + 3.3333331174e-1f;
+    const FloatVec tail = poly * x * x2 + e * -2.12194440e-4f - 0.5f * x2;
+    return x + tail + e * 0.693359375f + correction;
+}
+
+// softplus(x) = log(1 + e^x) = max(x, 0) + log1p(e^-|x|), for any x (±inf included).
+FloatVec softplus(const FloatVec& x) {
+    const FloatVec magnitude = x < 0.0f ? -x : x;
+    return max(x, FloatVec{}) + log1p_unit(exp_nonpositive(-magnitude));
+}
+
 }  // namespace
 
 DistributionStats distribution_stats(std::span<const float> logits) {
@@ -215,18 +244,42 @@ KlStats kl_stats(std::span<const float> target_logits, std::span<const float> dr
 }
 
 double js_divergence(std::span<const float> target_logits, std::span<const float> draft_logits) {
-    const double log_zp = distribution_stats(target_logits).log_normalizer;
-    const double log_zq = distribution_stats(draft_logits).log_normalizer;
-    // Per token: ½ p log(2p / (p + q)) + ½ q log(2q / (p + q)); a zero probability contributes 0.
-    double total = 0;
-    for (size_t v = 0; v < target_logits.size(); ++v) {
-        const double p = std::exp(double(target_logits[v]) - log_zp);
-        const double q = std::exp(double(draft_logits[v]) - log_zq);
-        const double m = p + q;
-        if (p > 0) total += p * std::log(2 * p / m);
-        if (q > 0) total += q * std::log(2 * q / m);
+    // With d = log q - log p per token, log(2p / (p + q)) = ln 2 - softplus(d) and log(2q / (p + q)) =
+    // ln 2 - softplus(-d), so JS = ln 2 - ½ Σ [p softplus(d) + q softplus(-d)] (Σp = Σq = 1): no log of a
+    // ratio, and disjoint supports give ln 2 exactly. p = ea / Sa with ea = exp(logit - max), as in kl_stats,
+    // so that the normalizers enter d once, as one double difference; a zero probability contributes 0.
+    const KlStats normalizers = kl_stats(target_logits, draft_logits);
+    FloatVec max_a = broadcast(kMinusInf);
+    FloatVec max_b = broadcast(kMinusInf);
+    for (size_t i = 0; i < target_logits.size(); i += kWidth) {
+        max_a = max(max_a, load(target_logits, i));
+        max_b = max(max_b, load(draft_logits, i));
     }
-    return std::max(0.0, total / 2);
+    const float max_target = horizontal_max(max_a);
+    const float max_draft = horizontal_max(max_b);
+    const double log_sum_ea = normalizers.target_log_normalizer - max_target;
+    const double log_sum_eb = normalizers.draft_log_normalizer - max_draft;
+    const auto offset = static_cast<float>(log_sum_ea - log_sum_eb);
+    const size_t n = target_logits.size();
+    DoubleVec total_a{};
+    DoubleVec total_b{};
+    for (size_t block = 0; block < n; block += kBlock) {
+        FloatVec sum_a{};
+        FloatVec sum_b{};
+        for (size_t i = block; i < std::min(n, block + kBlock); i += kWidth) {
+            const FloatVec ta = load(target_logits, i) - max_target;
+            const FloatVec tb = load(draft_logits, i) - max_draft;
+            const FloatVec ea = exp_nonpositive(ta);
+            const FloatVec eb = exp_nonpositive(tb);
+            const FloatVec d = (tb - ta) + offset;
+            sum_a += ea > 0.0f ? ea * softplus(d) : FloatVec{};
+            sum_b += eb > 0.0f ? eb * softplus(-d) : FloatVec{};
+        }
+        add_block(total_a, sum_a);
+        add_block(total_b, sum_b);
+    }
+    const double sum_terms = horizontal_sum(total_a) / std::exp(log_sum_ea) + horizontal_sum(total_b) / std::exp(log_sum_eb);
+    return std::clamp(std::log(2.0) - sum_terms / 2, 0.0, std::log(2.0));
 }
 
 int32_t argmax(std::span<const float> logits) {

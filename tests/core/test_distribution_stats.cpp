@@ -33,6 +33,7 @@ struct Reference {
     double entropy_p = 0;
     double max_probability_p = 0;
     double kl = 0;
+    double js = 0;
 };
 
 // log Σ exp(logit), with the tokens at the max counted apart so that a peaked row keeps the digits of
@@ -50,9 +51,14 @@ long double log_normalizer(const std::vector<float>& logits) {
 Reference reference(const std::vector<float>& a, const std::vector<float>& b) {
     const long double za = log_normalizer(a);
     const long double zb = log_normalizer(b);
-    long double entropy = 0, kl = 0, max_p = 0;
+    long double entropy = 0, kl = 0, max_p = 0, js = 0;
     bool infinite_kl = false;
     for (size_t v = 0; v < a.size(); ++v) {
+        // JS = ½ Σ p log(2p / (p + q)) + q log(2q / (p + q)), a zero probability contributing 0.
+        const long double p_v = a[v] == kMinusInf ? 0 : std::exp(a[v] - za);
+        const long double q_v = b[v] == kMinusInf ? 0 : std::exp(b[v] - zb);
+        if (p_v > 0) js += p_v * std::log(2 * p_v / (p_v + q_v)) / 2;
+        if (q_v > 0) js += q_v * std::log(2 * q_v / (p_v + q_v)) / 2;
         if (a[v] == kMinusInf) continue;  // p(v) = 0 contributes 0
         const long double log_p = a[v] - za;
         const long double p = std::exp(log_p);
@@ -65,7 +71,7 @@ Reference reference(const std::vector<float>& a, const std::vector<float>& b) {
         kl += p * (log_p - (b[v] - zb));
     }
     return {static_cast<double>(za), static_cast<double>(zb), static_cast<double>(entropy),
-            static_cast<double>(max_p), infinite_kl ? kInf : static_cast<double>(kl)};
+            static_cast<double>(max_p), infinite_kl ? kInf : static_cast<double>(kl), static_cast<double>(js)};
 }
 
 void expect_relative(double actual, double expected, double tolerance, const std::string& what) {
@@ -92,6 +98,9 @@ void check_against_reference(const std::vector<float>& a, const std::vector<floa
         EXPECT_LE(std::fabs(pair.kl - ref.kl), kRelativeTolerance * ref.kl + kKlAbsoluteFloor)
             << "KL: actual " << pair.kl << ", expected " << ref.kl;
     }
+    const double js = js_divergence(a, b);
+    EXPECT_LE(std::fabs(js - ref.js), kRelativeTolerance * ref.js + kKlAbsoluteFloor)
+        << "JS: actual " << js << ", expected " << ref.js;
 }
 
 class DistributionStatsTest : public ::testing::TestWithParam<size_t> {
