@@ -9,6 +9,7 @@ nlohmann::json stats_to_json(const GenerationStats& s) {
             {"emitted", s.emitted},
             {"target_calls", s.target_calls},
             {"draft_calls", s.draft_calls},
+            {"draft_prefilled_tokens", s.draft_prefilled_tokens},
             {"drafted", s.drafted},
             {"accepted", s.accepted},
             {"relaxed_accepted", s.relaxed_accepted},

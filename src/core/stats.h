@@ -11,6 +11,8 @@ struct GenerationStats {
     int64_t emitted = 0;           // generated tokens, the stop token excluded
     int64_t target_calls = 0;      // target forward passes after the prompt (verification calls)
     int64_t draft_calls = 0;       // draft forward passes after the prompt
+    int64_t draft_prefilled_tokens = 0;  // tokens the draft caught up on outside its steps: the prompt (deferred
+                                         // to the first drafted step) and spells without drafts
     int64_t drafted = 0;           // draft tokens proposed to the judge
     int64_t accepted = 0;          // draft tokens kept
     int64_t relaxed_accepted = 0;  // draft tokens kept only because the judge relaxed them
@@ -39,6 +41,7 @@ struct GenerationStats {
         emitted += other.emitted;
         target_calls += other.target_calls;
         draft_calls += other.draft_calls;
+        draft_prefilled_tokens += other.draft_prefilled_tokens;
         drafted += other.drafted;
         accepted += other.accepted;
         relaxed_accepted += other.relaxed_accepted;

@@ -50,6 +50,7 @@ void SpeculativeDecoder::draft_all(std::span<Sequence* const> active) {
     std::vector<Sequence*>& drafting = take_ngram_drafts(active);
     if (drafting.empty()) return;
     const double llama_start = draft_ctx_->decode_seconds();
+    prefill_draft_gaps(drafting);
     add_draft_catch_up(drafting);
     while (draft_batch_.size() > 0) {
         const double decode_start = draft_ctx_->decode_seconds();
@@ -90,6 +91,19 @@ std::vector<Sequence*>& SpeculativeDecoder::take_ngram_drafts(std::span<Sequence
         if (to_int(seq->drafted_.size()) < seq->options_.draft_min) seq->drafted_.clear();
     }
     return drafting;
+}
+
+void SpeculativeDecoder::prefill_draft_gaps(std::span<Sequence* const> drafting) {
+    for (Sequence* seq : drafting) {
+        // All but the last token, which the catch-up batch feeds with an output.
+        const int32_t gap = to_int(seq->tokens_.size()) - 1 - seq->draft_cached_;
+        if (gap <= 1) continue;  // a step's usual catch-up: kept in the draft batch, as the cost model prices it
+        const std::span<const int32_t> tokens(seq->tokens_);
+        draft_ctx_->prefill(seq->id_, tokens.subspan(static_cast<size_t>(seq->draft_cached_), static_cast<size_t>(gap)),
+                            seq->draft_cached_);
+        seq->draft_cached_ += gap;
+        seq->result_.stats.draft_prefilled_tokens += gap;
+    }
 }
 
 void SpeculativeDecoder::add_draft_catch_up(std::span<Sequence* const> drafting) {

@@ -242,6 +242,8 @@ private:
     void choose_draft_lengths_for(std::span<Sequence* const> active);
     // The sequence as the cost model sees it, drafting with `drafter`.
     DraftCandidate draft_candidate(const Sequence& seq, DraftSource drafter, int32_t min_length, int32_t max_length) const;
+    // What a DraftProbe of the candidate would add to a target-only step, in target-only steps.
+    double probe_cost_in_steps(const DraftCandidate& candidate) const;
     // Times target batches up to the largest a step can send (every sequence drafting `draft_max`) and
     // draft batches up to one token per sequence, all of `token` on sequence `id` from the given positions
     // (the cells are removed afterwards): the cost model's starting curves.
@@ -253,6 +255,9 @@ private:
     void draft_all(std::span<Sequence* const> active);
     // Takes the n-gram drafts cut to γ; returns the sequences the draft model drafts for.
     std::vector<Sequence*>& take_ngram_drafts(std::span<Sequence* const> active);
+    // What the draft lacks beyond a step's usual catch-up (the prompt, deferred from start(); tokens emitted
+    // while the sequence did not draft), prefilled in chunks outside the step's batches and cost records.
+    void prefill_draft_gaps(std::span<Sequence* const> drafting);
     // The draft model's depth 0: the tokens its cache lacks, up to `last`.
     void add_draft_catch_up(std::span<Sequence* const> drafting);
     // Reads one draft row of the sequence (its hidden state, its next draft token); true when that token

@@ -3,6 +3,7 @@
 // target-only under load, probes again, and stays lossless; Off never drafts; the measured costs appear.
 #include <gtest/gtest.h>
 
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -64,12 +65,20 @@ TEST_F(DraftPolicyTest, MemoryBoundCostsDraftLongAndStayLossless) {
     EXPECT_GT(result.stats.mat(), 3.0);
 }
 
-TEST_F(DraftPolicyTest, ComputeBoundCostsDecodeTargetOnlyButProbe) {
-    const GenerationResult result = decode_with_costs(linear_curve(0.0, 1.0), linear_curve(0.5, 0.0), "compute-bound");
-    // Probes come after 8, then 16, 32 ... target-only steps, each of kProbeLength drafts.
-    EXPECT_GE(result.stats.target_only_steps, result.stats.target_calls - 3);
-    EXPECT_GT(result.stats.drafted, 0) << "a sequence that stopped drafting is probed again";
-    EXPECT_LE(result.stats.drafted, 3 * DraftProbe::kProbeLength);
+TEST_F(DraftPolicyTest, ComputeBoundCostsDecodeTargetOnlyAndProbeAtTheirPrice) {
+    // t(b) = b ms and a 0.5 ms draft: a probe (4 drafts, a verify of 5) costs 6 target-only steps, so it
+    // comes after 6 / DraftProbe::kMaxShare = 200 of them, not after 8 (3 % of decoding, not 40 %).
+    SpeculativeDecoder decoder(target, &draft, test_context());
+    decoder.set_step_costs(linear_curve(0.0, 1.0), linear_curve(0.5, 0.0));
+    GenerationOptions options = automatic();
+    options.max_tokens = 240;
+    const GenerationResult result = decoder.generate("Once upon a time", options);
+    const int64_t probes = result.stats.target_calls > 200 ? 1 : 0;
+    std::cout << "[ probes   ] " << result.stats.target_calls << " target calls, " << result.stats.drafted << " drafted, "
+              << result.stats.draft_prefilled_tokens << " prefilled by the draft\n";
+    EXPECT_EQ(result.stats.target_only_steps, result.stats.target_calls - probes);
+    EXPECT_EQ(result.stats.drafted, probes * DraftProbe::kProbeLength) << "a sequence that stopped drafting is probed again";
+    EXPECT_EQ(result.stats.draft_prefilled_tokens > 0, probes > 0) << "the draft catches up only when it drafts";
 }
 
 TEST_F(DraftPolicyTest, UnderLoadATargetOnlyBatchBeatsSpeculation) {
@@ -106,6 +115,7 @@ TEST_F(DraftPolicyTest, OffNeverDraftsAndAutoMeasuresCosts) {
     const GenerationResult plain = decoder.generate("Once upon a time", off);
     EXPECT_EQ(plain.stats.drafted, 0);
     EXPECT_EQ(plain.stats.draft_calls, 0);
+    EXPECT_EQ(plain.stats.draft_prefilled_tokens, 0) << "a draft that never drafts never prefills the prompt";
     EXPECT_EQ(plain.stats.target_only_steps, plain.stats.target_calls);
     // Every target call is timed; only an Auto sequence's first step calibrates other sizes.
     EXPECT_EQ(decoder.verify_costs().points().size(), 1u);
