@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <string_view>
@@ -315,6 +316,14 @@ struct InfillAnswer {
                              {"timings", timings_json(stats)},
                              {"speculative", speculative_json(stats, judge)}};
         return response_fields.empty() ? answer : select_fields(response_fields, answer);
+    }
+    // One stderr line per request, as llama-server logs each slot's task: an editor's user sees the reuse.
+    void log(const GenerationStats& stats) const {
+        std::fprintf(stderr, "klspec serve: /infill slot %d: prompt %lld tokens, %lld from the cache, %lld evaluated in %.1f ms; "
+                     "%lld generated in %.1f ms\n", slot, static_cast<long long>(prompt_tokens),
+                     static_cast<long long>(stats.prompt_cached_tokens),
+                     static_cast<long long>(stats.prompt_tokens - stats.prompt_cached_tokens), 1e3 * stats.prompt_seconds,
+                     static_cast<long long>(stats.emitted), 1e3 * stats.decode_seconds());
     }
     json partial_json(const Delta& delta, int64_t predicted) const {
         json partial = {{"index", 0},       {"content", delta.text},         {"tokens", tokens(delta.tokens)},
@@ -680,6 +689,7 @@ void Server::handle_completion(Endpoint endpoint, const httplib::Request& http_r
         if (!request.stream) {
             const GenerationResult result = channels.front()->wait_result();
             if (const std::optional<ApiError> error = channels.front()->failure()) return fail(*error);
+            answer.log(result.stats);
             return response.set_content(dump(answer.final_json(result, false)), kJson);
         }
         // Upstream's stream of a non-OpenAI endpoint: partial objects, the final one, and no [DONE].
@@ -688,7 +698,10 @@ void Server::handle_completion(Endpoint endpoint, const httplib::Request& http_r
                                  predicted += std::ssize(delta.tokens);
                                  std::string events;
                                  if (!delta.text.empty() || !delta.tokens.empty()) events = sse(answer.partial_json(delta, predicted));
-                                 if (result) events += sse(answer.final_json(*result, true));
+                                 if (result) {
+                                     answer.log(result->stats);
+                                     events += sse(answer.final_json(*result, true));
+                                 }
                                  return events;
                              });
     }
