@@ -12,7 +12,8 @@ packages=(build-essential cmake git
           libopenblas0-pthread  # torch's float32 matmuls; without it the reference BLAS is ~30x slower
           chromium  # headless, renders `klspec serve`'s page in its test
           clang libclang-rt-dev  # scripts/test-sanitized.sh: ASan/UBSan and libFuzzer
-          ccache curl)  # tests/in_tree: llama.cpp compiled from source once per machine; its server check
+          ccache curl  # tests/in_tree: llama.cpp compiled from source once per machine; its server check
+          vim tmux)  # tests/server/test_llama_vim.py: llama.cpp's Vim plug-in against `klspec serve`'s /infill
 # KLSPEC_VULKAN=ON (scripts/test-gpu.sh): ggml's Vulkan backend, its shader compiler and Mesa's software device.
 if [[ "${KLSPEC_VULKAN:-OFF}" == ON ]]; then
   packages+=(glslc libvulkan-dev spirv-headers mesa-vulkan-drivers vulkan-tools)

@@ -22,6 +22,7 @@ struct ServeOptions {
     RunOptions run;
     server::ServerOptions server;
     bool no_cache_prompt = false;
+    int32_t cache_reuse = 0;
     std::string api_key_file;
     int drain_timeout_s = 30;
 };
@@ -78,7 +79,9 @@ void run_serve(const ServeOptions& options) {
         generation = session.generation;
         generation.cache_prompt = !options.no_cache_prompt;
         generation.first_token_from_prompt = true;  // as llama-server: the first token from the prompt's logits
-        server.attach(*session.decoder, server::RequestDefaults{generation, run.judge, run.context.n_ctx});
+        generation.cache_reuse_min_chunk = options.cache_reuse;
+        server.attach(*session.decoder, server::RequestDefaults{.generation = generation, .judge = run.judge,
+                                                                .n_ctx = run.context.n_ctx, .n_batch = run.context.n_batch});
         if (generation.draft_policy == DraftPolicy::Auto &&
             (session.decoder->has_draft() || session.decoder->has_ngram_drafter())) {
             // The automatic draft length's step costs, timed before the first request rather than inside it,
@@ -121,8 +124,8 @@ void run_serve(const ServeOptions& options) {
 void register_serve_command(CLI::App& app) {
     auto options = std::make_shared<ServeOptions>();
     CLI::App* cmd = app.add_subcommand(
-        "serve", "OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions; llama-server's /tokenize, "
-                 "/detokenize, /props, /slots) with per-request judges; the flags below are the defaults a "
+        "serve", "OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions; llama-server's /infill, "
+                 "/tokenize, /detokenize, /props, /slots) with per-request judges; the flags below are the defaults a "
                  "request's fields override");
     add_model_options(*cmd, options->run);
     options->run.generation.draft_policy = DraftPolicy::Auto;  // the cost model chooses gamma
@@ -145,6 +148,11 @@ void register_serve_command(CLI::App& app) {
     cmd->add_flag("--no-cache-prompt", options->no_cache_prompt,
                   "Do not keep a finished request's KV cells for the next request in its slot (the request field "
                   "cache_prompt overrides; default: keep them and reuse the longest shared prompt prefix, as llama-server)");
+    cmd->add_option("--cache-reuse", options->cache_reuse,
+                    "llama-server's --cache-reuse N: past the shared prefix, reuse kept runs of at least N tokens that "
+                    "the prompt holds further on by shifting their KV cells (an editor's moving window; the request "
+                    "field n_cache_reuse overrides; 0: off)")
+        ->capture_default_str()->check(CLI::NonNegativeNumber);
     cmd->add_option("--max-body", options->server.max_body_bytes, "Largest request body in bytes (larger: 413)")
         ->capture_default_str()->check(CLI::PositiveNumber);
     cmd->add_option("--api-key", options->server.api_keys,

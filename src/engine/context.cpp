@@ -135,4 +135,12 @@ void ModelContext::truncate(int32_t sequence_id, int32_t n_keep) {
     llama_memory_seq_rm(llama_get_memory(ctx_), sequence_id, n_keep, -1);
 }
 
+void ModelContext::shift_left(int32_t sequence_id, int32_t from, int32_t n, int32_t to) {
+    llama_memory_t memory = llama_get_memory(ctx_);
+    llama_memory_seq_rm(memory, sequence_id, to, from);
+    llama_memory_seq_add(memory, sequence_id, from, from + n, to - from);
+}
+
+bool ModelContext::can_shift() const { return llama_memory_can_shift(llama_get_memory(ctx_)); }
+
 }  // namespace klspec

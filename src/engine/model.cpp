@@ -219,6 +219,13 @@ bool Model::is_end_of_generation(int32_t token) const { return llama_vocab_is_eo
 std::optional<int32_t> Model::bos_token() const { return unless_null(llama_vocab_bos(vocab_)); }
 std::optional<int32_t> Model::eos_token() const { return unless_null(llama_vocab_eos(vocab_)); }
 std::optional<int32_t> Model::pad_token() const { return unless_null(llama_vocab_pad(vocab_)); }
+bool Model::adds_bos() const { return llama_vocab_get_add_bos(vocab_); }
+
+Model::FimTokens Model::fim_tokens() const {
+    return {unless_null(llama_vocab_fim_pre(vocab_)), unless_null(llama_vocab_fim_suf(vocab_)),
+            unless_null(llama_vocab_fim_mid(vocab_)), unless_null(llama_vocab_fim_rep(vocab_)),
+            unless_null(llama_vocab_fim_sep(vocab_))};
+}
 
 std::optional<std::string> vocabulary_difference(const Model& target, const Model& draft) {
     // llama.cpp's rule, check by check and in its order: common_speculative_are_compatible in

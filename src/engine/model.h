@@ -62,6 +62,14 @@ public:
     std::optional<int32_t> bos_token() const;
     std::optional<int32_t> eos_token() const;
     std::optional<int32_t> pad_token() const;
+    // Whether a prompt gets the BOS token (the vocabulary's add_bos flag).
+    bool adds_bos() const;
+    // The fill-in-the-middle tokens the vocabulary has (llama.cpp finds them by id or by text, such as
+    // Qwen2.5-Coder's <|fim_prefix|>); `repo` and `file_separator` mark Qwen's repo-level layout.
+    struct FimTokens {
+        std::optional<int32_t> prefix, suffix, middle, repo, file_separator;
+    };
+    FimTokens fim_tokens() const;
 
     // The GGUF's chat template (tokenizer.chat_template), if it has one (engine/chat_template.h applies it).
     std::optional<std::string> chat_template() const;

@@ -49,6 +49,9 @@ void validate(const GenerationOptions& options) {
     if (!(s.top_p > 0.0f && s.top_p <= 1.0f)) throw Error(fmt::format("top-p must be in (0, 1], got {}", s.top_p));
     if (options.logprobs && (*options.logprobs < 0 || *options.logprobs > kMaxTopLogprobs))
         throw Error(fmt::format("top logprobs must be in 0..{}, got {}", kMaxTopLogprobs, *options.logprobs));
+    if (options.min_line_indent < 0) throw Error(fmt::format("line indent must be >= 0, got {}", options.min_line_indent));
+    if (options.cache_reuse_min_chunk < 0)
+        throw Error(fmt::format("cache reuse chunk must be >= 0, got {}", options.cache_reuse_min_chunk));
     if (options.verification == Verification::Block && options.judge && options.judge->name() != "vanilla")
         throw Error(fmt::format("block verification needs the vanilla judge, not {}: a judge relaxes position by "
                                 "position, while block verification accepts the block jointly", options.judge->name()));
@@ -65,6 +68,8 @@ std::string_view to_string(StopReason reason) {
         case StopReason::StopString: return "stop_string";
         case StopReason::ContextFull: return "context_full";
         case StopReason::Cancelled: return "cancelled";
+        case StopReason::Indentation: return "indentation";
+        case StopReason::TimeLimit: return "time_limit";
     }
     return "unknown";
 }
@@ -75,7 +80,7 @@ Sequence::Sequence(int32_t id, GenerationOptions options)
       judge_(options_.judge ? options_.judge : vanilla_judge()),
       draft_budget_(options_.draft_max),
       rng_(options_.sampling.seed),
-      stream_(options_.stop_strings),
+      stream_(options_.stop_strings, options_.min_line_indent),
       span_(options_.judge_span),
       acceptance_(options_.sampling, *judge_, options_.verification) {}
 
@@ -127,14 +132,19 @@ Sequence SpeculativeDecoder::start(int32_t id, std::vector<int32_t> prompt_token
     const auto start = Clock::now();
     const std::span<const int32_t> cached_prompt(prompt_tokens.data(), prompt_tokens.size() - 1);
     KeptCells kept = std::exchange(kept_[static_cast<size_t>(id)], {});
-    const int32_t target_reused = seq.options_.cache_prompt ? common_prefix(kept.tokens, cached_prompt) : 0;
-    const int32_t draft_reused = std::min(target_reused, kept.draft);
+    const bool cache = seq.options_.cache_prompt;
     // A prompt with a token the draft's vocabulary lacks is decoded target-only; the draft keeps what it has.
     seq.draft_unreadable_ = draft_ctx_ && std::any_of(prompt_tokens.begin(), prompt_tokens.end(),
                                                       [&](int32_t t) { return t >= n_draft_vocab_; });
+    const int32_t target_reused =
+        cache ? reuse_kept_cells(target_ctx_, id, kept.tokens, cached_prompt, seq.options_.cache_reuse_min_chunk) : 0;
+    int32_t draft_reused = 0;
+    if (draft_ctx_ && cache)
+        draft_reused = reuse_kept_cells(*draft_ctx_, id, std::span(kept.tokens).first(static_cast<size_t>(kept.draft)),
+                                        cached_prompt, seq.options_.cache_reuse_min_chunk);
     target_ctx_.truncate(id, target_reused);
     target_ctx_.prefill(id, cached_prompt.subspan(static_cast<size_t>(target_reused)), target_reused);
-    // The draft's prefill waits for the sequence's first drafted step (catch_up_draft): a prompt that the
+    // The draft's prefill waits for the sequence's first drafted step (prefill_draft_gaps): a prompt that the
     // automatic γ never drafts on costs the draft nothing (it cost 0.6x target-only's prompt rate).
     if (draft_ctx_) draft_ctx_->truncate(id, draft_reused);
     // The prompt's last token with an output: the first token's logits (the cell is what the first step's
@@ -158,7 +168,30 @@ Sequence SpeculativeDecoder::start(int32_t id, std::vector<int32_t> prompt_token
     seq.target_cached_ = to_int(seq.tokens_.size()) - 1;
     seq.draft_cached_ = draft_reused;
     seq.finished_ = seq.options_.max_tokens == 0;
+    seq.generation_start_ = Clock::now();
     return seq;
+}
+
+int32_t SpeculativeDecoder::reuse_kept_cells(ModelContext& ctx, int32_t id, std::span<const int32_t> kept,
+                                             std::span<const int32_t> prompt, int32_t min_chunk) {
+    int32_t reused = common_prefix(kept, prompt);
+    if (min_chunk <= 0 || !ctx.can_shift()) return reused;
+    // llama-server's --cache-reuse: walk the kept tokens past the prefix; a run of at least min_chunk of them
+    // that the prompt continues with moves left to where the prompt has it, and a shorter one is skipped.
+    size_t kept_head = static_cast<size_t>(reused);
+    while (kept_head < kept.size() && static_cast<size_t>(reused) < prompt.size()) {
+        const size_t prompt_head = static_cast<size_t>(reused);
+        size_t n = 0;
+        while (kept_head + n < kept.size() && prompt_head + n < prompt.size() && kept[kept_head + n] == prompt[prompt_head + n]) ++n;
+        if (n < static_cast<size_t>(min_chunk)) {
+            ++kept_head;
+            continue;
+        }
+        ctx.shift_left(id, to_int(kept_head), to_int(n), reused);
+        kept_head += n;
+        reused += to_int(n);
+    }
+    return reused;
 }
 
 int32_t SpeculativeDecoder::reusable_prompt(int32_t id, std::span<const int32_t> prompt_tokens) const {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -63,12 +64,22 @@ struct GenerationOptions {
     // Set: every emitted token's log-probability under the target (core/token_logprobs.h), relaxed ones
     // included, with this many most likely alternatives (0..kMaxTopLogprobs).
     std::optional<int32_t> logprobs;
+    // llama-server's /infill limits. n_indent: once the output has a new line, a line indented by fewer spaces
+    // or tabs than this ends generation, cut after its indentation (core/text_stream.h); 0: off.
+    int32_t min_line_indent = 0;
+    // t_max_predict_ms: after this long generating, a token whose text holds a new line is the last one.
+    std::optional<double> max_predict_seconds;
+    // llama-server's --cache-reuse N: with cache_prompt, after the shared prefix, reuse every run of at least
+    // this many kept tokens that the prompt holds further on, shifting their cache cells to the new positions
+    // (an editor's moving window of context); 0: the shared prefix alone.
+    int32_t cache_reuse_min_chunk = 0;
 };
 
 // Throws klspec::Error with a one-line reason for an unusable setting.
 void validate(const GenerationOptions& options);
 
-enum class StopReason { EndOfGeneration, MaxTokens, StopString, ContextFull, Cancelled };
+// Indentation and TimeLimit: GenerationOptions::min_line_indent and max_predict_seconds.
+enum class StopReason { EndOfGeneration, MaxTokens, StopString, ContextFull, Cancelled, Indentation, TimeLimit };
 std::string_view to_string(StopReason reason);
 
 struct GenerationResult {
@@ -134,6 +145,7 @@ private:
     DraftProbe probe_;              // Auto: drafts again now and then after choosing target-only
     Rng rng_;
     TextStream stream_;
+    std::chrono::steady_clock::time_point generation_start_;  // when the prompt was cached (max_predict_seconds)
     SpanTracker span_;              // the judge span over the prompt (think spans) and the output so far
     std::vector<uint8_t> draft_in_span_;  // per drafted token this step: the span is open before and after it
     AcceptanceStep acceptance_;
@@ -235,6 +247,11 @@ private:
     // dropped; its cells are freed afterwards), on_row as ModelContext::forward_rows.
     void teacher_forced(ModelContext& ctx, int32_t id, std::span<const int32_t> tokens,
                         const std::function<void(size_t index, int32_t row)>& on_row, size_t first_output = 0);
+    // How many leading tokens of `prompt` the id's cells in `ctx` hold after reusing what it kept (`kept`):
+    // the shared prefix, then with min_chunk > 0 the runs shifted into place (cache_reuse_min_chunk). The
+    // cells past that are stale: the caller truncates them.
+    static int32_t reuse_kept_cells(ModelContext& ctx, int32_t id, std::span<const int32_t> kept,
+                                    std::span<const int32_t> prompt, int32_t min_chunk);
     // Throws PromptError for a prompt that is empty or leaves no room to generate in the context.
     void check_prompt(std::span<const int32_t> prompt_tokens) const;
     // The step's stages, in order (DESIGN.md "One speculative step"). 0. The draft length

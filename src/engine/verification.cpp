@@ -189,8 +189,16 @@ size_t SpeculativeDecoder::append_until_stop(Sequence& seq) {
         result.tokens.push_back(token);
         seq.tokens_.push_back(token);
         seq.draft_unreadable_ = seq.draft_unreadable_ || (draft_ctx_ && token >= n_draft_vocab_);
-        if (seq.stream_.append(target_.piece(token))) {
-            result.stop_reason = StopReason::StopString;
+        const std::string piece = target_.piece(token);
+        if (seq.stream_.append(piece)) {
+            result.stop_reason = seq.stream_.stopped_by_indentation() ? StopReason::Indentation : StopReason::StopString;
+            seq.finished_ = true;
+            break;
+        }
+        // llama-server checks its time limit only at a token that holds a new line.
+        if (options.max_predict_seconds && piece.find('\n') != std::string::npos &&
+            seconds_since(seq.generation_start_) > *options.max_predict_seconds) {
+            result.stop_reason = StopReason::TimeLimit;
             seq.finished_ = true;
             break;
         }

@@ -129,6 +129,65 @@ std::vector<PromptInput> parse_prompts(const json& body, int32_t n_vocab) {
     return prompts;
 }
 
+std::string required_string(const json& body, const char* name) {
+    const std::optional<std::string> value = string_field(body, name);
+    if (!value) throw bad_field(name, fmt::format("\"{}\" is required", name));
+    return *value;
+}
+
+std::vector<InfillChunk> parse_input_extra(const json& body) {
+    const json* extra = field(body, "input_extra");
+    if (extra == nullptr) return {};
+    if (!extra->is_array())
+        throw bad_field("input_extra", "\"input_extra\" must be an array of {\"filename\": string, \"text\": string}");
+    std::vector<InfillChunk> chunks;
+    for (const json& chunk : *extra) {
+        if (!chunk.is_object() || !chunk.contains("text") || !chunk["text"].is_string())
+            throw bad_field("input_extra", "extra_context chunk must contain a \"text\" field with a string value");
+        InfillChunk parsed;
+        parsed.text = chunk["text"].get<std::string>();
+        if (chunk.contains("filename")) {
+            if (!chunk["filename"].is_string())
+                throw bad_field("input_extra", "extra_context chunk's \"filename\" field must be a string");
+            parsed.filename = chunk["filename"].get<std::string>();
+        }
+        chunks.push_back(std::move(parsed));
+    }
+    return chunks;
+}
+
+// llama-server's /infill fields, checked in its order with its messages (tools/server/server-context.cpp).
+InfillFields parse_infill_fields(const json& body) {
+    InfillFields infill;
+    if (const json* prompt = field(body, "prompt"); prompt != nullptr && !prompt->is_string())
+        throw bad_field("prompt", "\"prompt\" must be a string");
+    infill.input.prompt = string_field(body, "prompt").value_or("");
+    infill.input.prefix = required_string(body, "input_prefix");
+    infill.input.suffix = required_string(body, "input_suffix");
+    infill.input.extra = parse_input_extra(body);
+    if (const json* fields = field(body, "response_fields")) {
+        const char* const kType = "'response_fields' must be an array of strings";
+        if (!fields->is_array()) throw bad_field("response_fields", kType);
+        for (const json& name : *fields) {
+            if (!name.is_string()) throw bad_field("response_fields", kType);
+            infill.response_fields.push_back(name.get<std::string>());
+        }
+    }
+    infill.return_tokens = bool_field(body, "return_tokens").value_or(false);
+    return infill;
+}
+
+// llama-server's limits, under its names: n_predict (-1: none, so the context), n_indent, t_max_predict_ms
+// (0 or less: none), n_cache_reuse.
+void parse_llama_server_limits(const json& body, int32_t n_ctx, GenerationOptions& gen) {
+    if (const std::optional<int64_t> n_predict = integer_field(body, "n_predict"))
+        gen.max_tokens = static_cast<int32_t>(*n_predict < 0 ? n_ctx : std::min<int64_t>(*n_predict, n_ctx));
+    if (const std::optional<int32_t> indent = count_field(body, "n_indent", 0)) gen.min_line_indent = *indent;
+    if (const std::optional<int64_t> ms = integer_field(body, "t_max_predict_ms"); ms && *ms > 0)
+        gen.max_predict_seconds = static_cast<double>(*ms) / 1000.0;
+    if (const std::optional<int32_t> reuse = count_field(body, "n_cache_reuse", 0)) gen.cache_reuse_min_chunk = *reuse;
+}
+
 // OpenAI's two spellings: completions take `logprobs: N` (the number of alternatives), chat completions
 // `logprobs: true` with `top_logprobs: N`.
 std::optional<int32_t> parse_logprobs(const json& body, Endpoint endpoint) {
@@ -138,7 +197,7 @@ std::optional<int32_t> parse_logprobs(const json& body, Endpoint endpoint) {
             throw bad_field(name, fmt::format("'{}' must be in [0, {}], got {}", name, kMaxTopLogprobs, *n));
         return n ? std::optional<int32_t>(static_cast<int32_t>(*n)) : std::nullopt;
     };
-    if (endpoint == Endpoint::Completions) return top_count("logprobs");
+    if (endpoint != Endpoint::ChatCompletions) return top_count("logprobs");
     const json* wanted = field(body, "logprobs");
     if (wanted != nullptr && !wanted->is_boolean()) throw bad_field("logprobs", "'logprobs' must be a boolean");
     const std::optional<int32_t> top = top_count("top_logprobs");
@@ -194,8 +253,10 @@ CompletionRequest parse_object(const json& body, Endpoint endpoint, const Reques
     if (endpoint == Endpoint::Completions) {
         request.prompts = parse_prompts(body, defaults.n_vocab);
         request.echo = bool_field(body, "echo").value_or(false);
-    } else {
+    } else if (endpoint == Endpoint::ChatCompletions) {
         request.messages = parse_messages(body);
+    } else {
+        request.infill = parse_infill_fields(body);
     }
 
     GenerationOptions& gen = request.generation;
@@ -204,6 +265,7 @@ CompletionRequest parse_object(const json& body, Endpoint endpoint, const Reques
         if (*max_tokens < 0) throw bad_field("max_tokens", fmt::format("'max_tokens' must be >= 0, got {}", *max_tokens));
         gen.max_tokens = static_cast<int32_t>(std::min<int64_t>(*max_tokens, defaults.n_ctx));
     }
+    if (endpoint == Endpoint::Infill) parse_llama_server_limits(body, defaults.n_ctx, gen);
     if (auto draft_max = count_field(body, "draft_max", 1)) gen.draft_max = *draft_max;
     gen.draft_min = std::min(gen.draft_min, gen.draft_max);  // a request's shorter γ keeps the server's draft-min valid
     if (const std::optional<std::string> policy = string_field(body, "draft_policy")) {
@@ -292,6 +354,12 @@ auto parse_body(std::string_view body, Parse parse) -> std::variant<decltype(par
 nlohmann::json ApiError::to_json() const {
     auto or_null = [](const std::string& text) { return text.empty() ? json(nullptr) : json(text); };
     return {{"error", {{"message", message}, {"type", type}, {"param", or_null(param)}, {"code", or_null(code)}}}};
+}
+
+nlohmann::json ApiError::to_llama_server_json() const {
+    // llama-server's type for a prompt over the context (format_error_response in tools/server/server-common.cpp).
+    const std::string llama_type = code == "context_length_exceeded" ? "exceed_context_size_error" : type;
+    return {{"error", {{"code", status}, {"message", message}, {"type", llama_type}}}};
 }
 
 std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_view body, Endpoint endpoint,

@@ -14,11 +14,13 @@
 
 #include "core/judge_factory.h"
 #include "engine/chat_template.h"
+#include "engine/infill_prompt.h"
 #include "engine/speculative_decoder.h"
 
 namespace klspec::server {
 
-enum class Endpoint { Completions, ChatCompletions };
+// /infill is llama-server's fill-in-the-middle endpoint, with its own fields and answer (not OpenAI's).
+enum class Endpoint { Completions, ChatCompletions, Infill };
 
 // The error object of OpenAI's API: {"error": {"message", "type", "param", "code"}} with an HTTP status.
 struct ApiError {
@@ -29,6 +31,8 @@ struct ApiError {
     std::string code;   // empty: none
 
     nlohmann::json to_json() const;
+    // llama-server's shape, which its own endpoints (/infill) answer: {"error": {"code": status, "message", "type"}}.
+    nlohmann::json to_llama_server_json() const;
 };
 
 // What the server was started with; a request overrides field by field.
@@ -37,6 +41,7 @@ struct RequestDefaults {
     JudgeOptions judge;
     int32_t n_ctx = 2048;  // a max_tokens above the context is clamped to it (the context stops generation anyway)
     int32_t n_vocab = 0;   // a prompt's token ids must be below it
+    int32_t n_batch = 512; // -b: /infill's prompt budget (InfillBudget) splits it
     // A request's judge_span "think": the reasoning span of the server's chat template (needs_markers()
     // when the template has none).
     JudgeSpan reasoning_span = JudgeSpan::parse("think");
@@ -49,10 +54,18 @@ struct PromptInput {
     std::optional<std::vector<int32_t>> tokens;
 };
 
+// /infill's own fields, llama-server's names.
+struct InfillFields {
+    InfillInput input;                         // input_prefix, input_suffix, input_extra, prompt
+    std::vector<std::string> response_fields;  // only these fields ("a/b": nested) in the answer; none: all
+    bool return_tokens = false;                // the answer lists the generated token ids
+};
+
 struct CompletionRequest {
     Endpoint endpoint = Endpoint::Completions;
     std::vector<PromptInput> prompts;  // /v1/completions: one, or one choice each when `prompt` is a list
     ChatMessages messages;             // /v1/chat/completions (the server applies the model's chat template)
+    InfillFields infill;               // /infill
     GenerationOptions generation;      // defaults and the request's fields, its judge built and checked
     // Completions: the prompt comes back before the completion, and with `logprobs` each prompt token's
     // target logprob (the first token's null), OpenAI's legacy echo (lm-evaluation-harness scores with it).
@@ -65,7 +78,10 @@ struct CompletionRequest {
 // confidence_mask, judge_span (all | until:STRING | think | think:OPEN,CLOSE), draft_max, draft_policy (auto | fixed | adaptive | off), temperature, top_k, top_p, seed, max_tokens,
 // stop (string or array), stream, stream_options ({"include_usage": bool}, only with stream, as OpenAI), logprobs
 // (completions: an integer; chat: a boolean, with top_logprobs), cache_prompt (a boolean);
-// others (model, user, ...) are ignored as OpenAI clients send them.
+// others (model, user, ...) are ignored as OpenAI clients send them. /infill: input_prefix and input_suffix
+// (strings, required), input_extra ([{filename, text}]), prompt (a string, optional), n_predict (max_tokens;
+// -1: up to the context), n_indent, t_max_predict_ms, n_cache_reuse, response_fields, return_tokens;
+// t_max_prompt_ms, id_slot and samplers are taken and ignored (llama-server implements no t_max_prompt_ms).
 std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_view body, Endpoint endpoint,
                                                                    const RequestDefaults& defaults);
 

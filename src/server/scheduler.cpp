@@ -42,21 +42,22 @@ void RequestChannel::fail(ApiError error) {
     changed_.notify_all();
 }
 
-void RequestChannel::start(std::vector<TokenLogprobs> prompt_logprobs) {
+void RequestChannel::start(int32_t slot, std::vector<TokenLogprobs> prompt_logprobs) {
     {
         std::lock_guard lock(mutex_);
+        slot_ = slot;
         prompt_logprobs_ = std::move(prompt_logprobs);
         started_ = true;
     }
     changed_.notify_all();
 }
 
-void RequestChannel::append(std::string_view text, std::span<const TokenOrigin> origins, std::vector<TextSpan> spans,
-                            std::span<const TokenLogprobs> logprobs) {
+void RequestChannel::append(const StepResult& step, std::span<const TokenOrigin> origins, std::vector<TextSpan> spans) {
     {
         std::lock_guard lock(mutex_);
-        pending_.logprobs.insert(pending_.logprobs.end(), logprobs.begin(), logprobs.end());
-        pending_.text += text;
+        pending_.logprobs.insert(pending_.logprobs.end(), step.logprobs.begin(), step.logprobs.end());
+        pending_.text += step.text;
+        pending_.tokens.insert(pending_.tokens.end(), step.tokens.begin(), step.tokens.end());
         pending_.origins.insert(pending_.origins.end(), origins.begin(), origins.end());
         pending_.spans.insert(pending_.spans.end(), std::make_move_iterator(spans.begin()),
                               std::make_move_iterator(spans.end()));
@@ -205,7 +206,7 @@ void Scheduler::start_queued() {
                 states_[*s].prompt_tokens = slot.sequence->result().stats.prompt_tokens;
                 states_[*s].cached_tokens = static_cast<int32_t>(slot.sequence->result().stats.prompt_cached_tokens);
             }
-            request->start(std::move(prompt_logprobs));
+            request->start(static_cast<int32_t>(*s), std::move(prompt_logprobs));
         } catch (const PromptError& e) {
             fail_starting(*request, s, ApiError{400, e.what(), "invalid_request_error", "prompt",
                                                 e.exceeds_context ? "context_length_exceeded" : ""});
@@ -278,7 +279,7 @@ bool Scheduler::step_callback(const StepResult& step) {
     Slot& slot = slots_[static_cast<size_t>(step.sequence_id)];
     const std::vector<TokenOrigin> origins = step_origins(step.tokens.size(), step.verdicts);
     for (size_t i = 0; i < step.tokens.size(); ++i) slot.spans.add_token(decoder_.target().piece(step.tokens[i]), origins[i]);
-    slot.request->append(step.text, origins, slot.spans.take(step.text), step.logprobs);
+    slot.request->append(step, origins, slot.spans.take(step.text));
     return slot.request->cancelled();
 }
 

@@ -27,6 +27,7 @@ namespace klspec::server {
 // Text that became final in one step (or several, when the handler was slower) and the tokens emitted.
 struct Delta {
     std::string text;
+    std::vector<int32_t> tokens;       // the emitted tokens
     std::vector<TokenOrigin> origins;  // one per emitted token
     std::vector<TextSpan> spans;       // exactly cover `text`, one per token piece (or part of one)
     std::vector<TokenLogprobs> logprobs;  // one per emitted token when the request asked for them
@@ -57,15 +58,16 @@ public:
     std::optional<ApiError> failure();
     // Once started: SpeculativeDecoder::prompt_logprobs of the prompt when they were asked for, else empty.
     const std::vector<TokenLogprobs>& prompt_logprobs() const { return prompt_logprobs_; }
+    // Once started: the slot it decodes in.
+    int32_t slot() const { return slot_; }
     // Marks the client gone: the scheduler stops the sequence after its next step and frees the slot.
     void cancel() { cancelled_ = true; }
     bool cancelled() const { return cancelled_; }
 
     // Scheduler side.
     void fail(ApiError error);
-    void start(std::vector<TokenLogprobs> prompt_logprobs = {});
-    void append(std::string_view text, std::span<const TokenOrigin> origins, std::vector<TextSpan> spans,
-                std::span<const TokenLogprobs> logprobs);
+    void start(int32_t slot, std::vector<TokenLogprobs> prompt_logprobs = {});
+    void append(const StepResult& step, std::span<const TokenOrigin> origins, std::vector<TextSpan> spans);
     void finish(GenerationResult result);
 
 private:
@@ -73,6 +75,7 @@ private:
     GenerationOptions generation_;
     std::optional<int32_t> prompt_logprobs_top_;
     std::vector<TokenLogprobs> prompt_logprobs_;  // written before started_, read after it
+    int32_t slot_ = -1;                           // likewise
     std::atomic<bool> cancelled_ = false;
     std::mutex mutex_;
     std::condition_variable changed_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <string_view>
@@ -10,6 +11,7 @@
 #include <httplib.h>
 
 #include "core/error.h"
+#include "engine/infill_prompt.h"
 #include "server/page.h"
 
 namespace klspec::server {
@@ -27,7 +29,9 @@ std::string_view finish_reason(StopReason reason) {
         case StopReason::EndOfGeneration:
         case StopReason::StopString: return "stop";
         case StopReason::MaxTokens:
-        case StopReason::ContextFull: return "length";
+        case StopReason::ContextFull:
+        case StopReason::Indentation:
+        case StopReason::TimeLimit: return "length";
         case StopReason::Cancelled: return "cancelled";
     }
     return "stop";
@@ -215,6 +219,121 @@ json usage_chunk_json(const ResponseHead& head, const GenerationResult& result) 
 
 std::string sse(const json& chunk) { return "data: " + dump(chunk) + "\n\n"; }
 
+// llama-server's stop_type: why generation ended, in its four words.
+std::string_view stop_type(StopReason reason) {
+    switch (reason) {
+        case StopReason::EndOfGeneration: return "eos";
+        case StopReason::StopString: return "word";
+        case StopReason::Cancelled: return "none";
+        default: return "limit";
+    }
+}
+
+// llama-server's timings (server_slot_stats::to_json): cache_n prompt tokens reused from the slot's cells,
+// prompt_n evaluated, predicted_n generated.
+json timings_json(const GenerationStats& stats) {
+    const int64_t prompt_n = stats.prompt_tokens - stats.prompt_cached_tokens;
+    const double prompt_ms = 1e3 * stats.prompt_seconds;
+    const double predicted_ms = 1e3 * stats.decode_seconds();
+    const auto per_token = [](double ms, int64_t n) { return n > 0 ? ms / double(n) : 0.0; };
+    const auto per_second = [](double ms, int64_t n) { return ms > 0 ? 1e3 * double(n) / ms : 0.0; };
+    json timings = {{"cache_n", stats.prompt_cached_tokens},
+                    {"prompt_n", prompt_n},
+                    {"prompt_ms", prompt_ms},
+                    {"prompt_per_token_ms", per_token(prompt_ms, prompt_n)},
+                    {"prompt_per_second", per_second(prompt_ms, prompt_n)},
+                    {"predicted_n", stats.emitted},
+                    {"predicted_ms", predicted_ms},
+                    {"predicted_per_token_ms", per_token(predicted_ms, stats.emitted)},
+                    {"predicted_per_second", per_second(predicted_ms, stats.emitted)}};
+    if (stats.drafted > 0) {
+        timings["draft_n"] = stats.drafted;
+        timings["draft_n_accepted"] = stats.accepted;
+    }
+    return timings;
+}
+
+// llama-server's response_fields: only the paths asked for ("timings/prompt_n" reads a nested field), each
+// under its path; a path the answer lacks is left out (json_get_nested_values upstream).
+json select_fields(const std::vector<std::string>& paths, const json& answer) {
+    json selected = json::object();
+    for (const std::string& path : paths) {
+        const json* current = &answer;
+        for (size_t begin = 0; current != nullptr;) {
+            const size_t end = std::min(path.find('/', begin), path.size());
+            const std::string key = path.substr(begin, end - begin);
+            current = current->is_object() && current->contains(key) ? &(*current)[key] : nullptr;
+            if (end == path.size()) break;
+            begin = end + 1;
+        }
+        if (current != nullptr) selected[path] = *current;
+    }
+    return selected;
+}
+
+// One /infill request as llama-server answers it (server_task_result_cmpl_final / _partial's non-OpenAI JSON),
+// with klspec's `speculative` statistics.
+struct InfillAnswer {
+    GenerationOptions generation;
+    std::vector<std::string> response_fields;
+    bool return_tokens = false;
+    std::string model;
+    std::string prompt_text;  // the assembled prompt, special tokens as text
+    int64_t prompt_tokens = 0;
+    int32_t slot = 0;
+    JudgeEcho judge;
+
+    json settings() const {
+        const GenerationOptions& gen = generation;
+        return {{"n_predict", gen.max_tokens}, {"temperature", gen.sampling.temperature}, {"top_k", gen.sampling.top_k},
+                {"top_p", gen.sampling.top_p}, {"seed", gen.sampling.seed}, {"stop", gen.stop_strings},
+                {"n_indent", gen.min_line_indent},
+                {"t_max_predict_ms", gen.max_predict_seconds ? int64_t(*gen.max_predict_seconds * 1e3) : -1},
+                {"cache_prompt", gen.cache_prompt}, {"n_cache_reuse", gen.cache_reuse_min_chunk},
+                {"judge", judge.rule}, {"judge_span", judge.span}};
+    }
+    json tokens(std::span<const int32_t> ids) const {
+        return return_tokens ? json(std::vector<int32_t>(ids.begin(), ids.end())) : json::array();
+    }
+    // A stream's final object carries no text or tokens: its partial objects had them (as upstream).
+    json final_json(const GenerationResult& result, bool streamed) const {
+        const GenerationStats& stats = result.stats;
+        const json answer = {{"index", 0},
+                             {"content", streamed ? "" : result.text},
+                             {"tokens", streamed ? json::array() : tokens(result.tokens)},
+                             {"id_slot", slot},
+                             {"stop", true},
+                             {"model", model},
+                             {"tokens_predicted", stats.emitted},
+                             {"tokens_evaluated", prompt_tokens},
+                             {"generation_settings", settings()},
+                             {"prompt", prompt_text},
+                             {"has_new_line", result.text.find('\n') != std::string::npos},
+                             {"truncated", result.stop_reason == StopReason::ContextFull},
+                             {"stop_type", stop_type(result.stop_reason)},
+                             {"stopping_word", ""},
+                             {"tokens_cached", stats.prompt_tokens + stats.emitted},
+                             {"timings", timings_json(stats)},
+                             {"speculative", speculative_json(stats, judge)}};
+        return response_fields.empty() ? answer : select_fields(response_fields, answer);
+    }
+    // One stderr line per request, as llama-server logs each slot's task: an editor's user sees the reuse.
+    void log(const GenerationStats& stats) const {
+        std::fprintf(stderr, "klspec serve: /infill slot %d: prompt %lld tokens, %lld from the cache, %lld evaluated in %.1f ms; "
+                     "%lld generated in %.1f ms\n", slot, static_cast<long long>(prompt_tokens),
+                     static_cast<long long>(stats.prompt_cached_tokens),
+                     static_cast<long long>(stats.prompt_tokens - stats.prompt_cached_tokens), 1e3 * stats.prompt_seconds,
+                     static_cast<long long>(stats.emitted), 1e3 * stats.decode_seconds());
+    }
+    json partial_json(const Delta& delta, int64_t predicted) const {
+        json partial = {{"index", 0},       {"content", delta.text},         {"tokens", tokens(delta.tokens)},
+                        {"stop", false},    {"id_slot", slot},               {"tokens_predicted", predicted},
+                        {"tokens_evaluated", prompt_tokens}};
+        if (!delta.origins.empty()) partial["provenance"] = provenance_json(delta.origins);
+        return partial;
+    }
+};
+
 // A token's text, or its bytes when they are not valid UTF-8 on their own (part of a character), as llama-server.
 json piece_json(const std::string& piece) {
     try {
@@ -305,10 +424,10 @@ bool Server::drain(std::chrono::seconds timeout) {
     return false;
 }
 
-void Server::reject(httplib::Response& response, const ApiError& error) {
+void Server::reject(httplib::Response& response, const ApiError& error, ErrorShape shape) {
     ++requests_rejected_;
     response.status = error.status;
-    response.set_content(dump(error.to_json()), kJson);
+    response.set_content(dump(shape == ErrorShape::LlamaServer ? error.to_llama_server_json() : error.to_json()), kJson);
 }
 
 void Server::reject_draining(httplib::Response& response) {
@@ -342,7 +461,7 @@ void Server::stop() { http_->stop(); }
 void Server::add_routes() {
     // Known paths and their one method: another method gets 405, an unknown path 404 (error handler).
     static const std::map<std::string, std::string> kMethods = {
-        {"/", "GET"}, {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"}, {"/v1/models", "GET"},
+        {"/", "GET"}, {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"}, {"/infill", "POST"}, {"/v1/models", "GET"},
         {"/health", "GET"}, {"/metrics", "GET"}, {"/tokenize", "POST"}, {"/detokenize", "POST"},
         {"/props", "GET"}, {"/slots", "GET"}, {"/tokenizer_info", "GET"}};
     // Before routing, in llama-server's order: a draining server refuses, then a missing or wrong key (on
@@ -388,6 +507,9 @@ void Server::add_routes() {
     });
     http_->Post("/v1/chat/completions", [this](const httplib::Request& request, httplib::Response& response) {
         handle_completion(Endpoint::ChatCompletions, request, response);
+    });
+    http_->Post("/infill", [this](const httplib::Request& request, httplib::Response& response) {
+        handle_completion(Endpoint::Infill, request, response);
     });
     http_->Get("/v1/models", [this](const httplib::Request&, httplib::Response& response) {
         const json model = {{"id", options_.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "klspec"}};
@@ -507,6 +629,10 @@ std::vector<std::vector<int32_t>> Server::prompt_tokens(const CompletionRequest&
         }
         return prompts;
     }
+    if (request.endpoint == Endpoint::Infill) {
+        prompts.push_back(infill_prompt(model, request.infill.input, {defaults_.n_batch, defaults_.generation.max_tokens, defaults_.n_ctx}));
+        return prompts;
+    }
     for (const PromptInput& prompt : request.prompts) {
         try {
             prompts.push_back(prompt.tokens ? *prompt.tokens : model.tokenize(prompt.text, true, true));
@@ -519,18 +645,23 @@ std::vector<std::vector<int32_t>> Server::prompt_tokens(const CompletionRequest&
 
 void Server::handle_completion(Endpoint endpoint, const httplib::Request& http_request, httplib::Response& response) {
     ++requests_received_;
+    const ErrorShape shape = endpoint == Endpoint::Infill ? ErrorShape::LlamaServer : ErrorShape::OpenAI;
+    const auto fail = [&](const ApiError& error) { reject(response, error, shape); };
     // Checked again here, atomically with the count drain() waits on: a request the pre-routing check let
     // through just before the drain began is refused, never left running past it.
     const std::shared_ptr<InFlight> in_flight = admit();
     if (!in_flight) return reject_draining(response);
+    // llama-server checks the model before the body.
+    if (const std::optional<std::string> missing = endpoint == Endpoint::Infill ? missing_fim_tokens(decoder_->target()) : std::nullopt)
+        return fail(ApiError{501, "Infill is not supported by this model: " + *missing, "not_supported_error", "", ""});
     std::variant<CompletionRequest, ApiError> parsed = parse_completion_request(http_request.body, endpoint, defaults_);
-    if (const ApiError* error = std::get_if<ApiError>(&parsed)) return reject(response, *error);
+    if (const ApiError* error = std::get_if<ApiError>(&parsed)) return fail(*error);
     const CompletionRequest& request = std::get<CompletionRequest>(parsed);
     std::vector<std::vector<int32_t>> prompts;
     try {
         prompts = prompt_tokens(request);
     } catch (const ApiError& error) {
-        return reject(response, error);
+        return fail(error);
     }
     const JudgeEcho judge{std::string(request.generation.judge->name()), request.generation.judge_span.to_string()};
     const Model* tokenizer = request.generation.logprobs ? &decoder_->target() : nullptr;
@@ -547,7 +678,32 @@ void Server::handle_completion(Endpoint endpoint, const httplib::Request& http_r
     if (start_error) {
         for (const std::shared_ptr<RequestChannel>& channel : channels) channel->cancel();
         for (const std::shared_ptr<RequestChannel>& channel : channels) channel->wait_result();
-        return reject(response, *start_error);
+        return fail(*start_error);
+    }
+    if (endpoint == Endpoint::Infill) {
+        std::string prompt_text;
+        for (const int32_t token : prompts.front()) prompt_text += decoder_->target().piece(token, /*special=*/true);
+        const InfillAnswer answer{request.generation, request.infill.response_fields, request.infill.return_tokens,
+                                  options_.model_name, std::move(prompt_text), std::ssize(prompts.front()),
+                                  channels.front()->slot(), judge};
+        if (!request.stream) {
+            const GenerationResult result = channels.front()->wait_result();
+            if (const std::optional<ApiError> error = channels.front()->failure()) return fail(*error);
+            answer.log(result.stats);
+            return response.set_content(dump(answer.final_json(result, false)), kJson);
+        }
+        // Upstream's stream of a non-OpenAI endpoint: partial objects, the final one, and no [DONE].
+        return stream_events(response, channels.front(), in_flight, shape,
+                             [answer, predicted = int64_t{0}](const Delta& delta, const GenerationResult* result) mutable {
+                                 predicted += std::ssize(delta.tokens);
+                                 std::string events;
+                                 if (!delta.text.empty() || !delta.tokens.empty()) events = sse(answer.partial_json(delta, predicted));
+                                 if (result) {
+                                     answer.log(result->stats);
+                                     events += sse(answer.final_json(*result, true));
+                                 }
+                                 return events;
+                             });
     }
     const ResponseHead head{fmt::format("{}-{}", endpoint == Endpoint::ChatCompletions ? "chatcmpl" : "cmpl", next_id_++),
                             std::chrono::duration_cast<std::chrono::seconds>(
@@ -558,7 +714,7 @@ void Server::handle_completion(Endpoint endpoint, const httplib::Request& http_r
         GenerationStats total;
         for (size_t i = 0; i < channels.size(); ++i) {
             const GenerationResult result = channels[i]->wait_result();
-            if (const std::optional<ApiError> error = channels[i]->failure()) return reject(response, *error);
+            if (const std::optional<ApiError> error = channels[i]->failure()) return fail(*error);
             const PromptEcho echo{prompts[i], channels[i]->prompt_logprobs()};
             choices.push_back(choice_json(head, decoder_->target(), i, result, request.echo ? &echo : nullptr));
             total += result.stats;
@@ -566,36 +722,43 @@ void Server::handle_completion(Endpoint endpoint, const httplib::Request& http_r
         response.set_content(dump(completion_json(head, std::move(choices), total, judge)), kJson);
         return;
     }
-    const std::shared_ptr<RequestChannel> channel = channels.front();  // a stream has one prompt
+    // A stream has one prompt.
+    stream_events(response, channels.front(), in_flight, shape,
+                  [head, judge, include_usage = request.include_usage, first = true,
+                   text_offset = size_t{0}](const Delta& delta, const GenerationResult* result) mutable {
+                      std::string events;
+                      if (!delta.text.empty() || !delta.origins.empty() || result) {
+                          events = sse(chunk_json(head, delta, result, judge, first, text_offset));
+                          first = false;
+                      }
+                      if (result) events += (include_usage ? sse(usage_chunk_json(head, *result)) : "") + "data: [DONE]\n\n";
+                      return events;
+                  });
+}
+
+void Server::stream_events(httplib::Response& response, std::shared_ptr<RequestChannel> channel,
+                           std::shared_ptr<InFlight> in_flight, ErrorShape shape, EventWriter events) {
     response.set_header("Cache-Control", "no-cache");
     response.set_chunked_content_provider(
         "text/event-stream",
         // The provider holds `in_flight` until the response is sent: drain() waits for the stream's end.
-        [channel, head, judge, include_usage = request.include_usage, in_flight, first = true,
-         text_offset = size_t{0}](size_t, httplib::DataSink& sink) mutable {
+        [channel, in_flight, shape, events = std::move(events)](size_t, httplib::DataSink& sink) mutable {
             const Delta delta = channel->wait_delta();
             if (const std::optional<ApiError> error = delta.last ? channel->failure() : std::nullopt) {
-                // Failed mid-stream: the error in OpenAI's shape as the last event, as llama-server does.
-                const std::string event = sse(error->to_json());
+                // Failed mid-stream: the error as the last event, as llama-server does.
+                const std::string event = sse(shape == ErrorShape::LlamaServer ? error->to_llama_server_json() : error->to_json());
                 sink.write(event.data(), event.size());
                 sink.done();
                 return true;
             }
             const GenerationResult result = delta.last ? channel->wait_result() : GenerationResult{};
-            if (!delta.text.empty() || !delta.origins.empty() || delta.last) {
-                const std::string chunk = sse(chunk_json(head, delta, delta.last ? &result : nullptr, judge, first, text_offset));
-                first = false;
-                // A client that went away: its sequence stops after the current step and frees its slot.
-                if (!sink.write(chunk.data(), chunk.size())) {
-                    channel->cancel();
-                    return false;
-                }
+            const std::string text = events(delta, delta.last ? &result : nullptr);
+            // A client that went away: its sequence stops after the current step and frees its slot.
+            if (!text.empty() && !sink.write(text.data(), text.size())) {
+                channel->cancel();
+                return false;
             }
-            if (delta.last) {
-                const std::string done = (include_usage ? sse(usage_chunk_json(head, result)) : "") + "data: [DONE]\n\n";
-                if (!sink.write(done.data(), done.size())) return false;
-                sink.done();
-            }
+            if (delta.last) sink.done();
             return true;
         },
         [channel](bool success) {

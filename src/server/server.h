@@ -1,6 +1,6 @@
 // `klspec serve`: an OpenAI-compatible HTTP server (cpp-httplib) over one SpeculativeDecoder.
 // GET / (a page that shows each token's provenance), POST /v1/completions and /v1/chat/completions (JSON
-// or SSE streaming), GET /v1/models, /health and /metrics (Prometheus text), and llama-server's POST
+// or SSE streaming), llama-server's POST /infill (fill-in-the-middle for editors), GET /v1/models, /health and /metrics (Prometheus text), and llama-server's POST
 // /tokenize, /detokenize, GET /props and /slots. Every request may choose its own judge; requests share
 // target batches through the Scheduler.
 #pragma once
@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -94,14 +95,21 @@ private:
     std::shared_ptr<InFlight> admit();
     bool draining() const { return draining_; }
     void add_routes();
+    // The error object's shape: OpenAI's on the OpenAI routes, llama-server's on its own (/infill).
+    enum class ErrorShape { OpenAI, LlamaServer };
     // Answers with an error counted in /metrics' klspec:request_error_total.
-    void reject(httplib::Response& response, const ApiError& error);
+    void reject(httplib::Response& response, const ApiError& error, ErrorShape shape = ErrorShape::OpenAI);
     // 503 server_shutting_down with Retry-After: a draining server takes no new work.
     void reject_draining(httplib::Response& response);
     // 503 model_loading with Retry-After: the models are not loaded, or the step costs not timed, yet.
     void reject_loading(httplib::Response& response);
     void handle_completion(Endpoint endpoint, const httplib::Request& request, httplib::Response& response);
-    // Each prompt's tokens (a chat's after its template). Throws ApiError.
+    // The server-sent events of one delta of a stream; with the last delta's result, everything to the end.
+    using EventWriter = std::function<std::string(const Delta& delta, const GenerationResult* result)>;
+    // Streams the request's deltas as `events` writes them.
+    void stream_events(httplib::Response& response, std::shared_ptr<RequestChannel> channel,
+                       std::shared_ptr<InFlight> in_flight, ErrorShape shape, EventWriter events);
+    // Each prompt's tokens (a chat's after its template, an infill's as llama-server lays it out). Throws ApiError.
     std::vector<std::vector<int32_t>> prompt_tokens(const CompletionRequest& request) const;
     nlohmann::json tokenizer_info_json() const;
     nlohmann::json props_json() const;

@@ -91,5 +91,36 @@ TEST(TextStream, AHeldBackCharacterAndAStopStringPrefixTogether) {
     EXPECT_EQ(stream.text(), "a");
 }
 
+// llama-server's n_indent (process_token in tools/server/server-context.cpp), piece by piece: a line is looked
+// at from the piece after the one that ended the line before it, and cut after its indentation.
+TEST(TextStream, ALineIndentedLessThanTheLimitEndsTheTextAfterItsIndentation) {
+    TextStream stream({}, 4);
+    for (const char* piece : {"def f():", "\n", "    return 1", "\n"}) EXPECT_FALSE(stream.append(piece)) << piece;
+    EXPECT_EQ(stream.take_stable(), "def f():\n    return 1\n");
+    EXPECT_TRUE(stream.append("x = 2"));
+    EXPECT_TRUE(stream.stopped_by_indentation());
+    EXPECT_EQ(stream.text(), "def f():\n    return 1\n");
+    EXPECT_EQ(stream.take_stable(), "");
+}
+
+TEST(TextStream, TheFirstLineIsLookedAtOnePieceLateAndStreamingHoldsItBack) {
+    TextStream stream({}, 1);
+    EXPECT_FALSE(stream.append("a\n"));
+    EXPECT_FALSE(stream.append("b"));  // upstream looks at this line only with the next piece
+    EXPECT_EQ(stream.take_stable(), "a\n");  // so it may still go
+    EXPECT_TRUE(stream.append("c"));
+    EXPECT_EQ(stream.text(), "a\n");
+    EXPECT_TRUE(stream.stopped_by_indentation());
+}
+
+TEST(TextStream, WithoutALimitOrBeforeANewLineNothingIsCut) {
+    TextStream off;
+    for (const char* piece : {"a\n", "b", "c"}) EXPECT_FALSE(off.append(piece));
+    TextStream first_line({}, 8);
+    for (const char* piece : {"x", "y", "  z"}) EXPECT_FALSE(first_line.append(piece));
+    EXPECT_EQ(first_line.take_stable(), "xy  z");
+    EXPECT_FALSE(first_line.stopped_by_indentation());
+}
+
 }  // namespace
 }  // namespace klspec

@@ -20,6 +20,11 @@ an F16 target keeps the near-tie bound's premise (README: batched and one-token 
   - normal tokens live in the second half, with independent random embeddings and output rows: a
     random bigram-like model that the layers perturb with the context. The layers write into the second
     half only, so normal text never turns into a special token by chance.
+--fim writes Qwen2.5-Coder's fill-in-the-middle tokens over the padding ids of Qwen2's vocabulary (151659
+<|fim_prefix|> ... 151664 <|file_sep|>, as in the real model), which llama.cpp then finds by their text: the
+/infill tests (tests/server/test_infill.py). Unlike other control tokens they are embedded in the normal half
+and have no output row, so after <|fim_middle|> the model writes text, as a coder model does, and never
+emits them.
 The pair-rule variants (docs/judges.md, "Pairs whose vocabularies differ"): --pad N appends N unused
 tokens "[PAD<id>]" (as llama.cpp's converter pads Qwen's vocabularies); --pad-after TOKEN makes the first
 of them the model's clear choice after TOKEN. --token-text, --eos, --bos, --add-eos and --add-bos change
@@ -33,6 +38,9 @@ import numpy as np
 from gguf import GGMLQuantizationType, GGUFValueType, GGUFWriter, TokenType
 from gguf.quants import quantize
 
+# Qwen2.5-Coder's FIM tokens and their ids (its tokenizer's added tokens).
+QWEN_FIM_TOKENS = {151659: "<|fim_prefix|>", 151660: "<|fim_middle|>", 151661: "<|fim_suffix|>", 151662: "<|fim_pad|>",
+                   151663: "<|repo_name|>", 151664: "<|file_sep|>"}
 SPECIAL_ID_KEYS = ["bos_token_id", "eos_token_id", "eot_token_id", "eom_token_id", "unknown_token_id",
                    "padding_token_id", "seperator_token_id", "mask_token_id"]
 QUANTS = {"q8_0": GGMLQuantizationType.Q8_0, "q4_0": GGMLQuantizationType.Q4_0, "f16": GGMLQuantizationType.F16}
@@ -104,6 +112,7 @@ def main():
     ap.add_argument("--bos", type=int)
     ap.add_argument("--add-eos", type=int, choices=[0, 1])
     ap.add_argument("--add-bos", type=int, choices=[0, 1])
+    ap.add_argument("--fim", action="store_true")
     a = ap.parse_args()
 
     kv = read_tokenizer(a.vocab)
@@ -118,6 +127,9 @@ def main():
     for change in a.token_text:
         token_id, text = change.split("=", 1)
         tokens[int(token_id)] = text.encode()
+    for token_id, text in (QWEN_FIM_TOKENS.items() if a.fim else ()):
+        tokens[token_id] = text.encode()
+        types[token_id] = int(TokenType.CONTROL)
     kv["tokenizer.ggml.tokens"] = (tokens, GGUFValueType.ARRAY, GGUFValueType.STRING)
     kv["tokenizer.ggml.token_type"] = (types, GGUFValueType.ARRAY, GGUFValueType.INT32)
     for key, value in (("eos_token_id", a.eos), ("bos_token_id", a.bos)):
@@ -138,6 +150,8 @@ def main():
         entry = kv.get("tokenizer.ggml." + key)
         if entry is not None and 0 <= entry[0] < n_vocab:
             special[entry[0]] = True
+    fim_ids = list(QWEN_FIM_TOKENS) if a.fim else []
+    special[fim_ids] = False
 
     # The real vocabulary's rows come from one generator, the padding's from another: a padded draft keeps
     # the target's weights for every shared token.
@@ -153,6 +167,7 @@ def main():
     out[sp] = 0.0
     embd[sp, :half] = directions[sp] * np.sqrt(dim)  # RMS 1, as a normal token's
     out[sp, :half] = directions[sp] * 25.0
+    out[fim_ids] = 0.0
     if a.pad:
         pad_rng = np.random.default_rng(a.seed + 1)
         embd_pad = np.zeros((a.pad, dim), dtype=np.float32)

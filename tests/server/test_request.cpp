@@ -351,5 +351,58 @@ TEST(ServerRequest, ApiKeyMustBeABearerTokenEqualToAKey) {
     EXPECT_FALSE(api_key_authorized("Bearer sk-first", {}));
 }
 
+// /infill: llama-server's fields and limits, beside every completion field (a judge per request).
+TEST(ServerRequest, InfillTakesLlamaServersFieldsAndTheJudge) {
+    const CompletionRequest request = parse_ok(
+        R"({"input_prefix": "def f(", "input_suffix": ")\n", "prompt": "x", "input_extra": [{"filename": "a.py",
+            "text": "import os"}, {"text": "pass"}], "n_predict": 32, "n_indent": 4, "t_max_predict_ms": 250,
+            "n_cache_reuse": 16, "response_fields": ["content", "timings/prompt_n"], "return_tokens": true,
+            "t_max_prompt_ms": 500, "id_slot": 0, "samplers": ["top_k"], "judge": "kl", "judge_threshold": 0.3})",
+        Endpoint::Infill);
+    const InfillInput& input = request.infill.input;
+    EXPECT_EQ(input.prefix, "def f(");
+    EXPECT_EQ(input.suffix, ")\n");
+    EXPECT_EQ(input.prompt, "x");
+    ASSERT_EQ(input.extra.size(), 2u);
+    EXPECT_EQ(input.extra[0].filename, "a.py");
+    EXPECT_EQ(input.extra[1].filename, "tmp");  // llama-server's default
+    EXPECT_EQ(input.extra[1].text, "pass");
+    EXPECT_EQ(request.generation.max_tokens, 32);
+    EXPECT_EQ(request.generation.min_line_indent, 4);
+    EXPECT_DOUBLE_EQ(request.generation.max_predict_seconds.value_or(0), 0.25);
+    EXPECT_EQ(request.generation.cache_reuse_min_chunk, 16);
+    EXPECT_EQ(request.infill.response_fields, (std::vector<std::string>{"content", "timings/prompt_n"}));
+    EXPECT_TRUE(request.infill.return_tokens);
+    EXPECT_EQ(request.generation.judge->name(), "kl");
+    // n_predict -1 (llama-server: no limit) is the context; t_max_predict_ms 0 is no limit.
+    const CompletionRequest unlimited =
+        parse_ok(R"({"input_prefix": "", "input_suffix": "", "n_predict": -1, "t_max_predict_ms": 0})", Endpoint::Infill);
+    EXPECT_EQ(unlimited.generation.max_tokens, server_defaults().n_ctx);
+    EXPECT_FALSE(unlimited.generation.max_predict_seconds);
+}
+
+TEST(ServerRequest, InfillRefusesWhatLlamaServerRefusesWithItsMessages) {
+    const std::pair<const char*, const char*> cases[] = {
+        {R"({"input_suffix": ""})", R"("input_prefix" is required)"},
+        {R"({"input_prefix": ""})", R"("input_suffix" is required)"},
+        {R"({"input_prefix": "", "input_suffix": "", "prompt": 1})", R"("prompt" must be a string)"},
+        {R"({"input_prefix": "", "input_suffix": "", "input_extra": "x"})",
+         R"("input_extra" must be an array of {"filename": string, "text": string})"},
+        {R"({"input_prefix": "", "input_suffix": "", "input_extra": [{"filename": "a"}]})",
+         R"(extra_context chunk must contain a "text" field with a string value)"},
+        {R"({"input_prefix": "", "input_suffix": "", "input_extra": [{"text": "", "filename": 2}]})",
+         R"(extra_context chunk's "filename" field must be a string)"},
+        {R"({"input_prefix": "", "input_suffix": "", "n_indent": -1})", "'n_indent' must be in [0, 2147483647], got -1"},
+        {R"({"input_prefix": "", "input_suffix": "", "response_fields": "content"})",
+         "'response_fields' must be an array of strings"}};
+    for (const auto& [body, message] : cases) {
+        const ApiError error = parse_error(body, Endpoint::Infill);
+        EXPECT_EQ(error.status, 400) << body;
+        EXPECT_EQ(error.message, message) << body;
+        EXPECT_EQ(error.to_llama_server_json()["error"]["code"], 400) << body;
+        EXPECT_EQ(error.to_llama_server_json()["error"]["type"], "invalid_request_error") << body;
+    }
+}
+
 }  // namespace
 }  // namespace klspec::server
