@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
+#include <utility>
 #include <vector>
 
 #include <httplib.h>
@@ -97,6 +98,57 @@ TEST(ServerReadiness, HealthIs503WhileLoadingAnd200OnceReady) {
     const Reply completion = call(port, "POST", "/v1/completions", R"({"prompt": "Once upon a time", "max_tokens": 4})");
     EXPECT_EQ(completion.status, 200) << completion.body;
     EXPECT_EQ(json::parse(completion.body).at("model"), "stories260K");  // the target file's stem
+    server.stop();
+    listener.join();
+}
+
+// A loopback socket that accepts connections (as a ggml-rpc-server would) until it is closed.
+struct Listener {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int port = -1;
+    Listener() {
+        sockaddr_in address{};
+        address.sin_family = AF_INET;
+        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t length = sizeof address;
+        if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 && listen(fd, 8) == 0 &&
+            getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0)
+            port = ntohs(address.sin_port);
+    }
+    void close_now() { close(std::exchange(fd, -1)); }
+    ~Listener() {
+        if (fd >= 0) close(fd);
+    }
+};
+
+// A ready server whose RPC server stops answering: /health turns from 200 to 503 {"status": "error"} naming it,
+// before any request could run into ggml-rpc's abort.
+TEST(ServerReadiness, HealthIs503OnceAnRpcServerStopsAnswering) {
+    Listener rpc;
+    ASSERT_GT(rpc.port, 0);
+    const std::string endpoint = "127.0.0.1:" + std::to_string(rpc.port);
+    Model target(test::kTargetModel, test::offload());
+    ContextOptions context;
+    context.n_threads = 1;
+    context.n_ctx = 128;
+    SpeculativeDecoder decoder(target, nullptr, context);
+    ServerOptions options;
+    options.port = 0;
+    options.rpc_servers = {endpoint};
+    RequestDefaults defaults;
+    defaults.n_ctx = context.n_ctx;
+    Server server(decoder, defaults, options);
+    const int port = server.bind();
+    std::thread listener([&] { server.listen(); });
+    while (!server.listening()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+
+    const Reply alive = call(port, "GET", "/health");
+    EXPECT_EQ(alive.status, 200) << alive.body;
+    rpc.close_now();
+    const Reply dead = call(port, "GET", "/health");
+    EXPECT_EQ(dead.status, 503) << dead.body;
+    EXPECT_EQ(json::parse(dead.body).at("status"), "error");
+    EXPECT_NE(dead.body.find("cannot reach RPC server " + endpoint), std::string::npos) << dead.body;
     server.stop();
     listener.join();
 }
