@@ -227,6 +227,14 @@ TEST(Calibration, PicksTheHighestMatWithinTheBudget) {
     // Strict: kl:1's interval reaches past 1 % (one loss in 200), kl:0.5's is exactly 0.
     EXPECT_EQ(s[*pick_within_budget(s, losses, 0.01, true)].point, "kl:0.5");
     EXPECT_FALSE(pick_within_budget(s, {{"kl:3", losses.at("kl:3")}}, 0.01, false).has_value());
+    // Nothing within 0.1 % but kl:0.5: without it, the closest is kl:1 (loss 0.5 %), then kl:3 alone.
+    const std::map<std::string, AccuracyLoss> lossy = {{"kl:1", losses.at("kl:1")}, {"kl:3", losses.at("kl:3")}};
+    EXPECT_FALSE(pick_within_budget(s, lossy, 0.001, false).has_value());
+    EXPECT_EQ(s[*closest_to_budget(s, lossy, false)].point, "kl:1");
+    EXPECT_EQ(s[*closest_to_budget(s, lossy, true)].point, "kl:1");
+    EXPECT_EQ(s[*closest_to_budget(s, {{"kl:3", losses.at("kl:3")}}, false)].point, "kl:3");
+    EXPECT_EQ(s[*closest_to_budget(s, losses, false)].point, "kl:0.5");  // loss 0
+    EXPECT_FALSE(closest_to_budget(s, {}, false).has_value());
 
     problems.push_back({"200", "q", "1", Scorer::Gsm8k, ""});
     EXPECT_THROW(losses_against_vanilla(examples, points, problems), Error);  // a problem without results
