@@ -628,7 +628,9 @@ TEST_F(ServerTest, EchoReusesTheLogprobPassAsTheCachedPrompt) {
     const std::string prompt = "Zebras never nap at noon, said the old owl";  // shares no prefix with other tests'
     const size_t n_prompt = server_->target.tokenize(prompt, true, true).size();
     const json echoed =
-        post("/v1/completions", json{{"prompt", prompt}, {"max_tokens", 6}, {"echo", true}, {"logprobs", 1}}).parsed();
+        post("/v1/completions",
+             json{{"prompt", prompt}, {"max_tokens", 6}, {"echo", true}, {"logprobs", 1}, {"cache_prompt", true}})
+            .parsed();  // cache_prompt: serve's default, not this test server's
     EXPECT_EQ(echoed.at("usage").at("prompt_tokens"), n_prompt);
     EXPECT_EQ(echoed.at("usage").at("prompt_tokens_details").at("cached_tokens"), n_prompt - 1);  // all but the last
     const json plain = post("/v1/completions", json{{"prompt", prompt}, {"max_tokens", 6}}).parsed();
