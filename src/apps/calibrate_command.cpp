@@ -84,6 +84,13 @@ void run_calibrate(const CalibrateOptions& options) {
         report["chosen"] = nullptr;
         text += fmt::format("no setting of {} keeps its {} within {:.1f} %{}\n", options.rule, loss_name, 100 * budget,
                             options.strict ? " (upper CI bound)" : "");
+        if (const std::optional<size_t> closest = closest_to_budget(summaries, losses, options.strict)) {
+            const PointSummary& s = summaries[*closest];
+            const AccuracyLoss& l = losses.at(s.point);
+            report["closest"] = loss_to_json(s, l);
+            text += fmt::format("closest: {}, {} {:+.1f} [{:+.1f}, {:+.1f}] (MAT {:.2f})\n", s.point, loss_name,
+                                100 * l.loss, 100 * l.low, 100 * l.high, s.totals.mat());
+        }
     } else {
         const SweepPoint& point = points[*chosen];  // summaries follow the points' order
         const std::vector<SweepPoint> check{points.front(), point};

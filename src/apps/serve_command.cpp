@@ -23,6 +23,7 @@ struct ServeOptions {
     server::ServerOptions server;
     bool no_cache_prompt = false;
     int32_t cache_reuse = 0;
+    bool add_bos_to_token_prompts = false;
     std::string api_key_file;
     int drain_timeout_s = 30;
 };
@@ -53,6 +54,9 @@ std::string judge_description(const Judge& judge, const JudgeSpan& span) {
 
 void run_serve(const ServeOptions& options) {
     server::ServerOptions server_options = options.server;
+    server_options.rpc_servers = options.run.model.rpc_servers;
+    server_options.rpc_servers.insert(server_options.rpc_servers.end(), options.run.draft_rpc_servers.begin(),
+                                      options.run.draft_rpc_servers.end());
     if (!options.api_key_file.empty()) {  // before the models load: a bad file fails at once
         for (std::string& key : read_api_keys(options.api_key_file)) server_options.api_keys.push_back(std::move(key));
     }
@@ -80,8 +84,10 @@ void run_serve(const ServeOptions& options) {
         generation.cache_prompt = !options.no_cache_prompt;
         generation.first_token_from_prompt = true;  // as llama-server: the first token from the prompt's logits
         generation.cache_reuse_min_chunk = options.cache_reuse;
-        server.attach(*session.decoder, server::RequestDefaults{.generation = generation, .judge = run.judge,
-                                                                .n_ctx = run.context.n_ctx, .n_batch = run.context.n_batch});
+        server::RequestDefaults defaults{.generation = generation, .judge = run.judge, .n_ctx = run.context.n_ctx,
+                                         .n_batch = run.context.n_batch};
+        defaults.add_bos_to_token_prompts = options.add_bos_to_token_prompts;
+        server.attach(*session.decoder, defaults);
         if (generation.draft_policy == DraftPolicy::Auto &&
             (session.decoder->has_draft() || session.decoder->has_ngram_drafter())) {
             // The automatic draft length's step costs, timed before the first request rather than inside it,
@@ -103,9 +109,9 @@ void run_serve(const ServeOptions& options) {
     std::atomic<bool> serving = true;
     std::thread stop_watcher([&] {
         while (serving && !stop_requested) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        if (stop_requested && !server.drain(std::chrono::seconds(options.drain_timeout_s)))
-            std::fprintf(stderr, "klspec serve: requests still running after --drain-timeout %d s were cancelled\n",
-                         options.drain_timeout_s);
+        if (stop_requested)
+            server.drain(std::chrono::seconds(options.drain_timeout_s),
+                         [](const std::string& line) { std::fprintf(stderr, "klspec serve: %s\n", line.c_str()); });
         server.stop();
     });
     server.set_ready();
@@ -153,6 +159,10 @@ void register_serve_command(CLI::App& app) {
                     "the prompt holds further on by shifting their KV cells (an editor's moving window; the request "
                     "field n_cache_reuse overrides; 0: off)")
         ->capture_default_str()->check(CLI::NonNegativeNumber);
+    cmd->add_flag("--add-bos-to-token-prompts", options->add_bos_to_token_prompts,
+                  "Prepend the BOS token to a token-id prompt that does not start with it, where the model's text "
+                  "prompts get one (lm-evaluation-harness's remote tokenizer sends ids without it); the request field "
+                  "add_bos_to_token_prompts overrides");
     cmd->add_option("--max-body", options->server.max_body_bytes, "Largest request body in bytes (larger: 413)")
         ->capture_default_str()->check(CLI::PositiveNumber);
     cmd->add_option("--api-key", options->server.api_keys,

@@ -30,6 +30,12 @@ std::optional<DraftPolicy> parse_draft_policy(std::string_view name) {
     return std::nullopt;
 }
 
+int32_t next_adaptive_draft_budget(int32_t budget, int32_t drafted, int32_t accepted, int32_t draft_min,
+                                   int32_t draft_max) {
+    const int32_t next = accepted == drafted ? budget + 2 : budget - 1;
+    return std::clamp(next, std::max(1, draft_min), draft_max);
+}
+
 void BatchCostCurve::record(int32_t batch_size, double seconds) {
     if (batch_size < 1 || !(seconds >= 0.0) || !std::isfinite(seconds)) return;
     const bool reused = batch_size == std::exchange(last_size_, batch_size);

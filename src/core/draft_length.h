@@ -28,6 +28,11 @@ std::string_view draft_policy_name(DraftPolicy policy);
 // The policy of that name (auto, fixed, adaptive, off), or none.
 std::optional<DraftPolicy> parse_draft_policy(std::string_view name);
 
+// The Adaptive policy's next γ after a step that drafted `drafted` (>= 1) tokens and kept `accepted` of them:
+// `budget` + 2 when every draft was kept, − 1 otherwise, within max(1, draft_min)..draft_max.
+int32_t next_adaptive_draft_budget(int32_t budget, int32_t drafted, int32_t accepted, int32_t draft_min,
+                                   int32_t draft_max);
+
 // Seconds of one llama_decode call against its batch size in tokens: a running average per measured size,
 // piecewise linear between sizes and linear beyond the largest (through the two largest sizes).
 // llama.cpp reuses its compute graph when a batch has the previous call's shape and builds a new one

@@ -221,8 +221,8 @@ void SpeculativeDecoder::adapt_draft_budget(Sequence& seq, const StepOutcome& ou
     const GenerationOptions& options = seq.options_;
     const int32_t k = to_int(seq.drafted_.size());
     if (options.draft_policy != DraftPolicy::Adaptive || k == 0) return;
-    const int32_t budget = outcome.accepted == k ? seq.draft_budget_ + 2 : seq.draft_budget_ - 1;
-    seq.draft_budget_ = std::clamp(budget, std::max(1, options.draft_min), options.draft_max);
+    seq.draft_budget_ = next_adaptive_draft_budget(seq.draft_budget_, k, outcome.accepted, options.draft_min,
+                                                   options.draft_max);
 }
 
 }  // namespace klspec

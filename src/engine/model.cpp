@@ -82,31 +82,7 @@ RpcEndpoint parse_rpc_endpoint(const std::string& endpoint) {
 // ggml's RPC client aborts the whole process when it cannot connect, so first open (and close) a plain
 // TCP connection, 3 s at most, and turn a failure into an error that names the server.
 void require_reachable(const std::string& endpoint) {
-    const RpcEndpoint parsed = parse_rpc_endpoint(endpoint);
-    const auto unreachable = [&](const std::string& reason) {
-        return Error(fmt::format("cannot reach RPC server {}: {} (is ggml-rpc-server running there?)", endpoint, reason));
-    };
-    addrinfo hints{};
-    hints.ai_family = AF_INET;  // as ggml's client (gethostbyname)
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* found = nullptr;
-    if (const int rc = getaddrinfo(parsed.host.c_str(), parsed.port.c_str(), &hints, &found); rc != 0) {
-        throw unreachable(gai_strerror(rc));
-    }
-    const std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> owned(found, freeaddrinfo);
-    const int fd = socket(found->ai_family, found->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, found->ai_protocol);
-    if (fd < 0) throw unreachable(std::strerror(errno));
-    int error = connect(fd, found->ai_addr, found->ai_addrlen) == 0 ? 0 : errno;
-    if (error == EINPROGRESS) {
-        pollfd writable{fd, POLLOUT, 0};
-        const int ready = poll(&writable, 1, /*timeout_ms=*/3000);
-        socklen_t size = sizeof error;
-        if (ready == 0) error = ETIMEDOUT;
-        else if (ready < 0) error = errno;
-        else getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size);
-    }
-    close(fd);
-    if (error != 0) throw unreachable(std::strerror(error));
+    if (const std::optional<std::string> problem = rpc_server_unreachable(endpoint, 3000)) throw Error(*problem);
 }
 
 // The devices of the ggml-rpc-servers at `endpoints`, null-terminated as llama_model_params.devices
@@ -135,6 +111,38 @@ std::vector<ggml_backend_dev_t> rpc_devices(const std::vector<std::string>& endp
     devices.push_back(nullptr);
     return devices;
 }
+
+}  // namespace
+
+std::optional<std::string> rpc_server_unreachable(const std::string& endpoint, int timeout_ms) {
+    const RpcEndpoint parsed = parse_rpc_endpoint(endpoint);
+    const auto unreachable = [&](const std::string& reason) {
+        return fmt::format("cannot reach RPC server {}: {} (is ggml-rpc-server running there?)", endpoint, reason);
+    };
+    addrinfo hints{};
+    hints.ai_family = AF_INET;  // as ggml's client (gethostbyname)
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    if (const int rc = getaddrinfo(parsed.host.c_str(), parsed.port.c_str(), &hints, &found); rc != 0)
+        return unreachable(gai_strerror(rc));
+    const std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> owned(found, freeaddrinfo);
+    const int fd = socket(found->ai_family, found->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, found->ai_protocol);
+    if (fd < 0) return unreachable(std::strerror(errno));
+    int error = connect(fd, found->ai_addr, found->ai_addrlen) == 0 ? 0 : errno;
+    if (error == EINPROGRESS) {
+        pollfd writable{fd, POLLOUT, 0};
+        const int ready = poll(&writable, 1, timeout_ms);
+        socklen_t size = sizeof error;
+        if (ready == 0) error = ETIMEDOUT;
+        else if (ready < 0) error = errno;
+        else getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size);
+    }
+    close(fd);
+    if (error != 0) return unreachable(std::strerror(error));
+    return std::nullopt;
+}
+
+namespace {
 
 std::optional<int32_t> unless_null(llama_token token) {
     return token == LLAMA_TOKEN_NULL ? std::nullopt : std::optional<int32_t>(token);
@@ -217,6 +225,10 @@ std::string Model::text(std::span<const int32_t> tokens) const {
 bool Model::is_end_of_generation(int32_t token) const { return llama_vocab_is_eog(vocab_, token); }
 
 std::optional<int32_t> Model::bos_token() const { return unless_null(llama_vocab_bos(vocab_)); }
+
+std::optional<int32_t> Model::prompt_bos_token() const {
+    return llama_vocab_get_add_bos(vocab_) ? bos_token() : std::nullopt;
+}
 std::optional<int32_t> Model::eos_token() const { return unless_null(llama_vocab_eos(vocab_)); }
 std::optional<int32_t> Model::pad_token() const { return unless_null(llama_vocab_pad(vocab_)); }
 bool Model::adds_bos() const { return llama_vocab_get_add_bos(vocab_); }

@@ -70,6 +70,8 @@ public:
         std::optional<int32_t> prefix, suffix, middle, repo, file_separator;
     };
     FimTokens fim_tokens() const;
+    // The BOS token a tokenized prompt starts with (tokenize's add_bos), if the vocabulary adds one.
+    std::optional<int32_t> prompt_bos_token() const;
 
     // The GGUF's chat template (tokenizer.chat_template), if it has one (engine/chat_template.h applies it).
     std::optional<std::string> chat_template() const;
@@ -91,6 +93,10 @@ inline constexpr int32_t kFirstComparedToken = 5;             // llama.cpp's SPE
 std::optional<std::string> vocabulary_difference(const Model& target, const Model& draft);
 // Throws klspec::Error with that difference and both paths unless compatible.
 void require_compatible_vocabularies(const Model& target, const Model& draft);
+
+// Why the ggml-rpc-server at endpoint ("HOST:PORT") does not accept a TCP connection within timeout_ms now (one
+// line naming it), or nullopt when it does. Throws klspec::Error for a malformed address.
+std::optional<std::string> rpc_server_unreachable(const std::string& endpoint, int timeout_ms);
 
 // Routes llama.cpp's log output: silent (errors only) unless verbose.
 void set_llama_verbose(bool verbose);

@@ -317,11 +317,13 @@ ForwardResult SpeculativeDecoder::forward(ModelRole role, std::span<const int32_
 
 void SpeculativeDecoder::teacher_forced(ModelContext& ctx, int32_t id, std::span<const int32_t> tokens,
                                         const std::function<void(size_t index, int32_t row)>& on_row,
-                                        size_t first_output) {
+                                        size_t first_output, bool keep_cells) {
     ctx.truncate(id, 0);
-    kept_.at(static_cast<size_t>(id)) = {};  // whatever the id kept is overwritten
+    KeptCells& kept = kept_.at(static_cast<size_t>(id));
+    kept = {};  // whatever the id kept is overwritten
     ctx.forward_rows(id, tokens, 0, on_row, first_output);
-    ctx.truncate(id, 0);
+    if (keep_cells) kept.tokens.assign(tokens.begin(), tokens.end());
+    else ctx.truncate(id, 0);
 }
 
 void SpeculativeDecoder::check_prompt(std::span<const int32_t> prompt_tokens) const {
@@ -339,10 +341,14 @@ std::vector<TokenLogprobs> SpeculativeDecoder::prompt_logprobs(std::span<const i
     std::vector<TokenLogprobs> logprobs;
     if (tokens.size() < 2) return logprobs;
     // Every token in the batch, the last one's output unused: the same batches as forward(), so the same
-    // logits to the last bit (a batch's composition can change a CPU kernel's summation order).
-    teacher_forced(target_ctx_, id, tokens, [&](size_t i, int32_t row) {
-        if (i + 1 < tokens.size()) logprobs.push_back(token_logprobs(target_ctx_.logits(row), tokens[i + 1], n_top));
-    });
+    // logits to the last bit (a batch's composition can change a CPU kernel's summation order). The cells stay
+    // as the id's kept prompt: the echoed request's start() reuses them instead of decoding the prompt again.
+    teacher_forced(
+        target_ctx_, id, tokens,
+        [&](size_t i, int32_t row) {
+            if (i + 1 < tokens.size()) logprobs.push_back(token_logprobs(target_ctx_.logits(row), tokens[i + 1], n_top));
+        },
+        0, /*keep_cells=*/true);
     return logprobs;
 }
 

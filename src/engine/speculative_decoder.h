@@ -214,7 +214,8 @@ public:
                           int32_t first_row = 0);
     // The target's teacher-forced log-probability of each of tokens[1..] given the tokens before it, with
     // the n_top most likely alternatives (OpenAI's echoed prompt logprobs; tokens[0] has none): one pass
-    // on sequence id `id`, whose cache is overwritten, holding one chunk's logits at a time.
+    // on sequence id `id`, holding one chunk's logits at a time. The id's cache then holds `tokens`, kept as a
+    // finished sequence's prompt is (a start() with cache_prompt reuses them).
     std::vector<TokenLogprobs> prompt_logprobs(std::span<const int32_t> tokens, int32_t n_top, int32_t id);
 
     void set_observer(JudgeObserver observer) { observer_ = std::move(observer); }
@@ -245,8 +246,10 @@ public:
 private:
     // A teacher-forced pass over `tokens` from position 0 on sequence id `id` of `ctx` (what the id kept is
     // dropped; its cells are freed afterwards), on_row as ModelContext::forward_rows.
+    // keep_cells (the target's context only): the tokens' cells stay, as the id's kept prompt.
     void teacher_forced(ModelContext& ctx, int32_t id, std::span<const int32_t> tokens,
-                        const std::function<void(size_t index, int32_t row)>& on_row, size_t first_output = 0);
+                        const std::function<void(size_t index, int32_t row)>& on_row, size_t first_output = 0,
+                        bool keep_cells = false);
     // How many leading tokens of `prompt` the id's cells in `ctx` hold after reusing what it kept (`kept`):
     // the shared prefix, then with min_chunk > 0 the runs shifted into place (cache_reuse_min_chunk). The
     // cells past that are stale: the caller truncates them.

@@ -73,6 +73,23 @@ std::optional<size_t> pick_within_budget(const std::vector<PointSummary>& summar
     return best;
 }
 
+std::optional<size_t> closest_to_budget(const std::vector<PointSummary>& summaries,
+                                        const std::map<std::string, AccuracyLoss>& losses, bool strict) {
+    std::optional<size_t> closest;
+    double closest_loss = 0.0;
+    for (size_t i = 0; i < summaries.size(); ++i) {
+        const auto it = losses.find(summaries[i].point);
+        if (it == losses.end()) continue;
+        const double loss = strict ? it->second.high : it->second.loss;
+        if (!closest || loss < closest_loss ||
+            (loss == closest_loss && summaries[i].totals.mat() > summaries[*closest].totals.mat())) {
+            closest = i;
+            closest_loss = loss;
+        }
+    }
+    return closest;
+}
+
 double parse_accuracy_budget(const std::string& text) {
     const bool percent = !text.empty() && text.back() == '%';
     const std::string number = percent ? text.substr(0, text.size() - 1) : text;

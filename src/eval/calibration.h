@@ -39,6 +39,11 @@ std::map<std::string, AccuracyLoss> losses_against_vanilla(const std::vector<Swe
 std::optional<size_t> pick_within_budget(const std::vector<PointSummary>& summaries,
                                          const std::map<std::string, AccuracyLoss>& losses, double max_loss, bool strict);
 
+// When none is within the budget: the index of the point whose loss (strict: the upper end of its interval)
+// is smallest, the higher MAT on a tie; nullopt when no point has a loss.
+std::optional<size_t> closest_to_budget(const std::vector<PointSummary>& summaries,
+                                        const std::map<std::string, AccuracyLoss>& losses, bool strict);
+
 // "1%" -> 0.01, "0.01" -> 0.01; klspec::Error unless in [0, 1].
 double parse_accuracy_budget(const std::string& text);
 

@@ -253,6 +253,8 @@ CompletionRequest parse_object(const json& body, Endpoint endpoint, const Reques
     if (endpoint == Endpoint::Completions) {
         request.prompts = parse_prompts(body, defaults.n_vocab);
         request.echo = bool_field(body, "echo").value_or(false);
+        request.add_bos_to_token_prompts =
+            bool_field(body, "add_bos_to_token_prompts").value_or(defaults.add_bos_to_token_prompts);
     } else if (endpoint == Endpoint::ChatCompletions) {
         request.messages = parse_messages(body);
     } else {

@@ -42,13 +42,18 @@ struct RequestDefaults {
     int32_t n_ctx = 2048;  // a max_tokens above the context is clamped to it (the context stops generation anyway)
     int32_t n_vocab = 0;   // a prompt's token ids must be below it
     int32_t n_batch = 512; // -b: /infill's prompt budget (InfillBudget) splits it
+    // Token-id prompts get the BOS token a text prompt gets, where they lack it (lm-evaluation-harness's remote
+    // tokenizer sends ids without it, which lowers Gemma's and Llama's loglikelihoods); the request field
+    // add_bos_to_token_prompts overrides.
+    bool add_bos_to_token_prompts = false;
     // A request's judge_span "think": the reasoning span of the server's chat template (needs_markers()
     // when the template has none).
     JudgeSpan reasoning_span = JudgeSpan::parse("think");
 };
 
 // One prompt of /v1/completions: text (tokenized as a prompt: BOS added, special tokens parsed) or token
-// ids, used as given (no BOS added: the client's tokenization is the prompt, as OpenAI and llama-server).
+// ids, used as given (no BOS added: the client's tokenization is the prompt, as OpenAI and llama-server)
+// unless the request's add_bos_to_token_prompts says otherwise.
 struct PromptInput {
     std::string text;
     std::optional<std::vector<int32_t>> tokens;
@@ -70,6 +75,7 @@ struct CompletionRequest {
     // Completions: the prompt comes back before the completion, and with `logprobs` each prompt token's
     // target logprob (the first token's null), OpenAI's legacy echo (lm-evaluation-harness scores with it).
     bool echo = false;
+    bool add_bos_to_token_prompts = false;  // RequestDefaults' field of that name, or the request's
     bool stream = false;
     bool include_usage = false;  // stream_options.include_usage: a last chunk with no choices and the usage
 };
@@ -77,11 +83,12 @@ struct CompletionRequest {
 // Parses and validates a body. Fields: prompt (a string, strings, token ids or lists of them) | messages, echo, judge, judge_threshold, judge_topk,
 // confidence_mask, judge_span (all | until:STRING | think | think:OPEN,CLOSE), draft_max, draft_policy (auto | fixed | adaptive | off), temperature, top_k, top_p, seed, max_tokens,
 // stop (string or array), stream, stream_options ({"include_usage": bool}, only with stream, as OpenAI), logprobs
-// (completions: an integer; chat: a boolean, with top_logprobs), cache_prompt (a boolean);
-// others (model, user, ...) are ignored as OpenAI clients send them. /infill: input_prefix and input_suffix
-// (strings, required), input_extra ([{filename, text}]), prompt (a string, optional), n_predict (max_tokens;
-// -1: up to the context), n_indent, t_max_predict_ms, n_cache_reuse, response_fields, return_tokens;
-// t_max_prompt_ms, id_slot and samplers are taken and ignored (llama-server implements no t_max_prompt_ms).
+// (completions: an integer; chat: a boolean, with top_logprobs), cache_prompt and add_bos_to_token_prompts
+// (booleans); others (model, user, ...) are ignored as OpenAI clients send them. /infill: input_prefix and
+// input_suffix (strings, required), input_extra ([{filename, text}]), prompt (a string, optional), n_predict
+// (max_tokens; -1: up to the context), n_indent, t_max_predict_ms, n_cache_reuse, response_fields,
+// return_tokens; t_max_prompt_ms, id_slot and samplers are taken and ignored (llama-server implements no
+// t_max_prompt_ms).
 std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_view body, Endpoint endpoint,
                                                                    const RequestDefaults& defaults);
 

@@ -196,7 +196,8 @@ void Scheduler::start_queued() {
                 states_[*s].judge = judge ? judge->name() : VanillaJudge::kName;  // null: vanilla
                 states_[*s].prompt_tokens = 0;
             }
-            // On the slot's own cells, before its sequence prefills them (its kept prompt cache is lost).
+            // On the slot's own cells, before its sequence starts: the pass's cells become the slot's cached prompt
+            // (its earlier one is lost), which the start reuses rather than decoding the prompt twice.
             std::vector<TokenLogprobs> prompt_logprobs;
             if (const std::optional<int32_t> top = request->prompt_logprobs_top())
                 prompt_logprobs = decoder_.prompt_logprobs(prompt, *top, static_cast<int32_t>(*s));

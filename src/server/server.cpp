@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "engine/infill_prompt.h"
+#include "engine/model.h"
 #include "server/page.h"
 
 namespace klspec::server {
@@ -20,6 +21,7 @@ namespace {
 using nlohmann::json;
 
 constexpr const char* kJson = "application/json";
+constexpr int kRpcCheckTimeoutMs = 1000;  // /health's connection to each RPC server
 
 // Invalid UTF-8 (a token boundary inside a character) is replaced, never a reason to fail a response.
 std::string dump(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); }
@@ -412,15 +414,28 @@ std::shared_ptr<Server::InFlight> Server::admit() {
     return std::make_shared<InFlight>(*this);
 }
 
-bool Server::drain(std::chrono::seconds timeout) {
+bool Server::drain(std::chrono::seconds timeout, const std::function<void(const std::string&)>& log) {
+    const auto start = std::chrono::steady_clock::now();
+    const auto say = [&](const std::string& line) {
+        if (log) log(line);
+    };
+    const auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
     std::unique_lock lock(drain_mutex_);
     retry_after_s_ = std::max<int64_t>(1, timeout.count());  // this process is gone by then
     draining_ = true;
-    if (in_flight_changed_.wait_for(lock, timeout, [&] { return in_flight_ == 0; })) return true;
+    say(fmt::format("drain started: new requests get 503; waiting up to {} s for {} request(s) in flight",
+                    timeout.count(), in_flight_));
+    if (in_flight_changed_.wait_for(lock, timeout, [&] { return in_flight_ == 0; })) {
+        say(fmt::format("drain ended: every request finished, after {:.1f} s", elapsed()));
+        return true;
+    }
     // Each cancelled request ends after its next step; a stream's write to a client that stopped reading
     // fails after httplib's write timeout.
+    const int64_t cancelled = in_flight_;
     if (scheduler_) scheduler_->cancel_all();
     in_flight_changed_.wait(lock, [&] { return in_flight_ == 0; });
+    say(fmt::format("drain ended: {} request(s) still running after {} s were cancelled, all answered after {:.1f} s",
+                    cancelled, timeout.count(), elapsed()));
     return false;
 }
 
@@ -530,6 +545,13 @@ void Server::add_routes() {
             response.set_header("Retry-After", "1");
             return response.set_content(R"({"status":"loading"})", kJson);
         }
+        for (const std::string& endpoint : options_.rpc_servers) {
+            // Well within a balancer's check timeout: a dead local server refuses at once.
+            if (const std::optional<std::string> problem = rpc_server_unreachable(endpoint, kRpcCheckTimeoutMs)) {
+                response.status = 503;
+                return response.set_content(dump(json{{"status", "error"}, {"error", *problem}}), kJson);
+            }
+        }
         response.set_content(R"({"status":"ok"})", kJson);
     });
     http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& response) {
@@ -633,12 +655,14 @@ std::vector<std::vector<int32_t>> Server::prompt_tokens(const CompletionRequest&
         prompts.push_back(infill_prompt(model, request.infill.input, {defaults_.n_batch, defaults_.generation.max_tokens, defaults_.n_ctx}));
         return prompts;
     }
+    const std::optional<int32_t> bos = request.add_bos_to_token_prompts ? model.prompt_bos_token() : std::nullopt;
     for (const PromptInput& prompt : request.prompts) {
         try {
             prompts.push_back(prompt.tokens ? *prompt.tokens : model.tokenize(prompt.text, true, true));
         } catch (const Error& e) {
             throw ApiError{400, e.what(), "invalid_request_error", "prompt", ""};
         }
+        if (prompt.tokens && bos && prompts.back().front() != *bos) prompts.back().insert(prompts.back().begin(), *bos);
     }
     return prompts;
 }

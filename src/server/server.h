@@ -41,6 +41,10 @@ struct ServerOptions {
     // Keys a request must bring as `Authorization: Bearer <key>` on every path but /health (401 otherwise);
     // none: no key is asked for.
     std::vector<std::string> api_keys;
+    // The ggml-rpc-servers ("HOST:PORT") the models run on. Once ready, GET /health connects to each and answers
+    // 503 {"status": "error"} naming one that does not answer: ggml-rpc aborts the process at the next request
+    // that uses a dead one, so a balancer must take the replica out first.
+    std::vector<std::string> rpc_servers;
 };
 
 class Server {
@@ -75,8 +79,10 @@ public:
     // gets 503 with Retry-After, and /health answers {"status": "draining"} with 503. Waits up to `timeout`
     // for the completion requests in flight (a stream until its last chunk is sent); then cancels those left
     // (a stream ends with finish_reason "cancelled") and waits for their answers. Returns whether every
-    // request finished within the timeout.
-    bool drain(std::chrono::seconds timeout);
+    // request finished within the timeout. `log` (if set) gets a line when the drain starts (how many requests it
+    // waits for and how long at most) and one when it ends (whether all finished, how many were cancelled, and
+    // after how long): an operator sees what a draining replica did.
+    bool drain(std::chrono::seconds timeout, const std::function<void(const std::string&)>& log = {});
 
     // Runs `task` with the decoder on the thread that decodes (Scheduler::run_on_decoder_thread) and waits:
     // the only way to use the decoder once the server has it (attach()).

@@ -27,6 +27,28 @@ std::vector<DraftCandidate> candidates(std::vector<double> acceptances, int32_t 
     return out;
 }
 
+// The Adaptive policy, step by step: +2 after a fully kept draft, −1 after a rejection, never above draft-max
+// nor below max(1, draft-min). "Full" means every drafted token was kept, however many that was.
+TEST(DraftLength, AdaptiveBudgetFollowsEachOutcome) {
+    struct Step {
+        int32_t drafted, accepted, expected;
+    };
+    const std::vector<Step> steps = {
+        {4, 4, 6}, {6, 6, 8}, {8, 8, 10}, {10, 10, 10},  // up by 2, capped at draft-max 10
+        {10, 9, 9}, {9, 0, 8},                             // down by 1, a near miss as much as a total one
+        {3, 3, 10},                                        // a draft cut short (context, -n) but all kept
+        {10, 0, 9}, {9, 0, 8}, {8, 0, 7}, {7, 0, 6}, {6, 0, 5}, {5, 0, 4}, {4, 0, 3}, {3, 0, 2}, {2, 0, 1},
+        {1, 0, 1},                                         // never below 1
+        {1, 1, 3}};
+    int32_t budget = 4;
+    for (size_t i = 0; i < steps.size(); ++i) {
+        budget = next_adaptive_draft_budget(budget, steps[i].drafted, steps[i].accepted, 0, 10);
+        EXPECT_EQ(budget, steps[i].expected) << "step " << i;
+    }
+    EXPECT_EQ(next_adaptive_draft_budget(4, 4, 1, 3, 10), 3);  // draft-min is the floor when above 1
+    EXPECT_EQ(next_adaptive_draft_budget(3, 3, 2, 3, 10), 3);
+}
+
 TEST(DraftLength, ExpectedTokensByDepthByHand) {
     const std::vector<double> rates = {0.5, 0.8, 1.0};
     EXPECT_DOUBLE_EQ(expected_tokens(0, rates), 1.0);

@@ -11,12 +11,13 @@
 
 #include "core/error.h"
 #include "core/judges/autojudge.h"
+#include "temp_directory.h"
 
 namespace klspec {
 namespace {
 
 std::string write_file(const std::string& name, const std::string& text) {
-    const std::string path = ::testing::TempDir() + name;
+    const std::string path = test::temp_path(name);
     std::ofstream(path) << text;
     return path;
 }

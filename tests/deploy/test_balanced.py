@@ -17,6 +17,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -92,8 +93,9 @@ class Balanced:
             stdout=subprocess.PIPE, stderr=self.script_log, text=True, start_new_session=True)
         line = self.proc.stdout.readline()
         if "listening on" not in line:
+            script_log = self.log("script.log")[-2000:]
             self.stop()
-            raise RuntimeError(f"serve-balanced did not start: {line!r}; {self.log('script.log')[-2000:]}")
+            raise RuntimeError(f"serve-balanced did not start: {line!r}; {script_log}")
         self.started = time.monotonic()
 
     def log(self, name):
@@ -145,6 +147,7 @@ class Balanced:
         except ProcessLookupError:
             pass
         self.script_log.close()
+        shutil.rmtree(self.run_dir, ignore_errors=True)  # the logs and sockets of this run: nothing left in /tmp
         return self.proc.returncode
 
     def __enter__(self):
@@ -391,5 +394,6 @@ def test_sigterm_drains_a_replica_without_losing_a_request():
         assert not wrong, wrong[:3]
         assert terminated
         assert "were cancelled" not in replica_log
+        assert "klspec serve: drain started" in replica_log and "klspec serve: drain ended: every request finished" in replica_log
         assert all(r["served_by"] != victim_name for r in after)
         assert service.server_states()[victim_name].startswith("DOWN")

@@ -108,13 +108,6 @@ CommandResult run_command(const std::string& command_line) {
     return result;
 }
 
-std::string temp_path(const std::string& name) {
-    const auto dir = std::filesystem::temp_directory_path() / "klspec-tests";
-    std::filesystem::create_directories(dir);
-    std::filesystem::remove_all(dir / name);  // fresh: nothing left from an earlier run
-    return (dir / name).string();
-}
-
 std::string read_file(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
@@ -122,8 +115,7 @@ std::string read_file(const std::string& path) {
 
 // The header rewritten with the template, the tensor data copied.
 std::string stories_with_chat_template() {
-    // Per process: test binaries run side by side under ctest -j.
-    const std::string path = temp_path("stories-chatml-" + std::to_string(getpid()) + ".gguf");
+    const std::string path = temp_path("stories-chatml.gguf");
     gguf_init_params params{/*no_alloc=*/true, /*ctx=*/nullptr};
     gguf_context* ctx = gguf_init_from_file(kTargetModel.c_str(), params);
     if (ctx == nullptr) throw std::runtime_error("cannot read " + kTargetModel);

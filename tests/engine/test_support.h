@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/context.h"
+#include "temp_directory.h"
 #include "engine/model.h"
 
 namespace klspec::test {
@@ -47,8 +48,6 @@ struct CommandResult {
 // Runs a shell command line and captures its two streams apart: a test parses the one it reads.
 CommandResult run_command(const std::string& command_line);
 
-// A fresh path under the test's temporary directory.
-std::string temp_path(const std::string& name);
 // A file's bytes ("" when it cannot be read).
 std::string read_file(const std::string& path);
 

@@ -13,12 +13,6 @@
 namespace klspec {
 namespace {
 
-std::string fresh_dir(const std::string& name) {
-    const auto dir = std::filesystem::temp_directory_path() / "klspec-tests" / name;
-    std::filesystem::remove_all(dir);
-    return dir.string();
-}
-
 SweepExample example(const std::string& point, const std::string& id, bool correct, int64_t emitted, int64_t calls,
                      double wall) {
     SweepExample e;
@@ -65,7 +59,7 @@ TEST(SweepPoints, BadPointsAreOneLineErrors) {
 }
 
 TEST(SweepStore, ReopensKeepingCompleteLinesAndRefusesOtherSettings) {
-    const std::string dir = fresh_dir("store");
+    const std::string dir = test::temp_path("store");
     {
         SweepStore store(dir, {{"draft_max", 8}});
         store.append(example("vanilla", "0", true, 10, 5, 0.5));
@@ -92,7 +86,7 @@ TEST(SweepStore, ReopensKeepingCompleteLinesAndRefusesOtherSettings) {
 // --summary-only reads a sweep that may still be appending: opened read-only, the store must leave the file
 // exactly as it is (the sweep's half-written line included) and refuse to append.
 TEST(SweepStore, ReadOnlyLeavesARunningSweepsFileAlone) {
-    const std::string dir = fresh_dir("store-read-only");
+    const std::string dir = test::temp_path("store-read-only");
     {
         SweepStore store(dir, {{"draft_max", 8}});
         store.append(example("vanilla", "0", true, 10, 5, 0.5));
@@ -103,12 +97,12 @@ TEST(SweepStore, ReadOnlyLeavesARunningSweepsFileAlone) {
     EXPECT_EQ(reader.examples().size(), 1u);
     EXPECT_EQ(test::read_file(dir + "/examples.jsonl"), before);
     EXPECT_THROW(reader.append(example("kl:1", "1", true, 3, 1, 0.1)), Error);
-    EXPECT_THROW(SweepStore(fresh_dir("store-none"), {}, SweepStore::Access::kReadOnly), Error);  // no sweep there
+    EXPECT_THROW(SweepStore(test::temp_path("store-none"), {}, SweepStore::Access::kReadOnly), Error);  // no sweep there
 }
 
 // A complete row whose newline the interrupt cut: kept, and the next row starts a line of its own.
 TEST(SweepStore, ResumesAfterARowCutBeforeItsNewline) {
-    const std::string dir = fresh_dir("store-newline");
+    const std::string dir = test::temp_path("store-newline");
     {
         SweepStore store(dir, {{"draft_max", 8}});
         store.append(example("vanilla", "0", true, 10, 5, 0.5));
@@ -142,7 +136,7 @@ TEST(SweepSummary, HandComputedTotalsAndBestWithinOnePoint) {
     EXPECT_FALSE(best.contains("topk"));
     EXPECT_EQ(best.at("vanilla")->point, "vanilla");
 
-    const std::string dir = fresh_dir("summary");
+    const std::string dir = test::temp_path("summary");
     std::filesystem::create_directories(dir);
     const std::string table = write_sweep_summary(dir, s);
     // kl:2 misses one of vanilla's 100: d = 1 once, mean 0.01, s = 0.1, half width 1.96·0.1/√100 = 0.0196.
@@ -194,7 +188,7 @@ TEST(SweepSummary, AgreementWithVanillaComparesPredictions) {
     EXPECT_DOUBLE_EQ(s[1].agreement_with_vanilla->value, 0.75);
     EXPECT_EQ(s[1].loss_against_vanilla->loss, 0.0);  // the accuracy does not see it
     EXPECT_NEAR(s[1].agreement_with_vanilla->low, 0.3006360, 1e-6);  // Wilson, 3 of 4
-    const std::string dir = fresh_dir("agreement");
+    const std::string dir = test::temp_path("agreement");
     std::filesystem::create_directories(dir);
     const std::string table = write_sweep_summary(dir, s);
     EXPECT_NE(table.find("| 75.0 % [30.1, 95.4] |"), std::string::npos) << table;
@@ -233,6 +227,14 @@ TEST(Calibration, PicksTheHighestMatWithinTheBudget) {
     // Strict: kl:1's interval reaches past 1 % (one loss in 200), kl:0.5's is exactly 0.
     EXPECT_EQ(s[*pick_within_budget(s, losses, 0.01, true)].point, "kl:0.5");
     EXPECT_FALSE(pick_within_budget(s, {{"kl:3", losses.at("kl:3")}}, 0.01, false).has_value());
+    // Nothing within 0.1 % but kl:0.5: without it, the closest is kl:1 (loss 0.5 %), then kl:3 alone.
+    const std::map<std::string, AccuracyLoss> lossy = {{"kl:1", losses.at("kl:1")}, {"kl:3", losses.at("kl:3")}};
+    EXPECT_FALSE(pick_within_budget(s, lossy, 0.001, false).has_value());
+    EXPECT_EQ(s[*closest_to_budget(s, lossy, false)].point, "kl:1");
+    EXPECT_EQ(s[*closest_to_budget(s, lossy, true)].point, "kl:1");
+    EXPECT_EQ(s[*closest_to_budget(s, {{"kl:3", losses.at("kl:3")}}, false)].point, "kl:3");
+    EXPECT_EQ(s[*closest_to_budget(s, losses, false)].point, "kl:0.5");  // loss 0
+    EXPECT_FALSE(closest_to_budget(s, {}, false).has_value());
 
     problems.push_back({"200", "q", "1", Scorer::Gsm8k, ""});
     EXPECT_THROW(losses_against_vanilla(examples, points, problems), Error);  // a problem without results

@@ -5,10 +5,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <unistd.h>
 #include <vector>
 
@@ -28,10 +30,20 @@ inline std::vector<std::string_view> split_at_nul(std::string_view text) {
     return parts;
 }
 
-// A scratch directory of this process, emptied for each input.
-inline std::filesystem::path scratch_dir() {
+inline const std::filesystem::path& scratch_root() {
     static const std::filesystem::path dir =
         std::filesystem::temp_directory_path() / ("klspec-fuzz-" + std::to_string(getpid()));
+    return dir;
+}
+
+// A scratch directory of this process, emptied for each input and removed when the fuzzer exits.
+inline std::filesystem::path scratch_dir() {
+    static const bool removed_at_exit = std::atexit([] {
+        std::error_code ignored;
+        std::filesystem::remove_all(scratch_root(), ignored);
+    }) == 0;
+    (void)removed_at_exit;
+    const std::filesystem::path& dir = scratch_root();
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
     return dir;

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <fcntl.h>
 #include <memory>
 #include <netinet/in.h>
 #include <spawn.h>
@@ -14,6 +15,7 @@
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
+#include <utility>
 #include <vector>
 
 #include <httplib.h>
@@ -100,6 +102,57 @@ TEST(ServerReadiness, HealthIs503WhileLoadingAnd200OnceReady) {
     listener.join();
 }
 
+// A loopback socket that accepts connections (as a ggml-rpc-server would) until it is closed.
+struct Listener {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int port = -1;
+    Listener() {
+        sockaddr_in address{};
+        address.sin_family = AF_INET;
+        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t length = sizeof address;
+        if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 && listen(fd, 8) == 0 &&
+            getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0)
+            port = ntohs(address.sin_port);
+    }
+    void close_now() { close(std::exchange(fd, -1)); }
+    ~Listener() {
+        if (fd >= 0) close(fd);
+    }
+};
+
+// A ready server whose RPC server stops answering: /health turns from 200 to 503 {"status": "error"} naming it,
+// before any request could run into ggml-rpc's abort.
+TEST(ServerReadiness, HealthIs503OnceAnRpcServerStopsAnswering) {
+    Listener rpc;
+    ASSERT_GT(rpc.port, 0);
+    const std::string endpoint = "127.0.0.1:" + std::to_string(rpc.port);
+    Model target(test::kTargetModel, test::offload());
+    ContextOptions context;
+    context.n_threads = 1;
+    context.n_ctx = 128;
+    SpeculativeDecoder decoder(target, nullptr, context);
+    ServerOptions options;
+    options.port = 0;
+    options.rpc_servers = {endpoint};
+    RequestDefaults defaults;
+    defaults.n_ctx = context.n_ctx;
+    Server server(decoder, defaults, options);
+    const int port = server.bind();
+    std::thread listener([&] { server.listen(); });
+    while (!server.listening()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+
+    const Reply alive = call(port, "GET", "/health");
+    EXPECT_EQ(alive.status, 200) << alive.body;
+    rpc.close_now();
+    const Reply dead = call(port, "GET", "/health");
+    EXPECT_EQ(dead.status, 503) << dead.body;
+    EXPECT_EQ(json::parse(dead.body).at("status"), "error");
+    EXPECT_NE(dead.body.find("cannot reach RPC server " + endpoint), std::string::npos) << dead.body;
+    server.stop();
+    listener.join();
+}
+
 // A port nothing listens on now (bound to 0, then closed).
 int free_port() {
     const int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -115,9 +168,19 @@ int free_port() {
     return port;
 }
 
+// Appends what the (non-blocking) descriptor holds now, without waiting for more.
+void read_available(int fd, std::string& into) {
+    char buffer[4096];
+    ssize_t n = 0;
+    while ((n = read(fd, buffer, sizeof buffer)) > 0) into.append(buffer, static_cast<size_t>(n));
+}
+
 // The CLI: `klspec serve` on the default pair answers /health as soon as its socket is bound, before the models
-// are loaded: 503 "loading" first and 200 once stdout's listening line is out, never 200 then 503.
-TEST(ServerReadiness, ServeCommandListensBeforeLoadingAndTurnsReady) {
+// are loaded: 503 "loading" first and 200 once stdout's listening line is out, never 200 then 503. And 200 comes
+// only after the step costs are timed: serve writes its "timed the step costs" line to stderr before it turns
+// ready, so that line is in the pipe when the first 200 arrives (a server ready before its timing is done
+// would have the balancer route requests to a replica still calibrating).
+TEST(ServerReadiness, ServeCommandListensBeforeLoadingAndTurnsReadyAfterTimingTheStepCosts) {
     int err[2], out[2];
     ASSERT_EQ(pipe(err), 0);
     ASSERT_EQ(pipe(out), 0);
@@ -141,13 +204,10 @@ TEST(ServerReadiness, ServeCommandListensBeforeLoadingAndTurnsReady) {
     posix_spawn_file_actions_destroy(&actions);
     close(err[1]);
     close(out[1]);
-    FILE* err_stream = fdopen(err[0], "r");
-    FILE* out_stream = fdopen(out[0], "r");
-    char line[512] = {};
-    std::thread drain_stderr([err_stream] {  // stderr, so that a full pipe never blocks the server
-        char rest[512];
-        while (fgets(rest, sizeof rest, err_stream) != nullptr) {}
-    });
+    // stderr read without blocking while /health is polled (so that a full pipe never blocks the server).
+    const int err_flags = fcntl(err[0], F_GETFL);
+    ASSERT_EQ(fcntl(err[0], F_SETFL, err_flags | O_NONBLOCK), 0);
+    std::string err_text;
     // The socket is bound within moments of the start (nothing answers before that).
     Reply first;
     for (int i = 0; i < 2000 && (first = call(port, "GET", "/health")).status == -1; ++i)
@@ -156,15 +216,26 @@ TEST(ServerReadiness, ServeCommandListensBeforeLoadingAndTurnsReady) {
     std::vector<int> statuses = {first.status};
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
     while (std::chrono::steady_clock::now() < deadline) {
+        read_available(err[0], err_text);
         const Reply health = call(port, "GET", "/health");
         statuses.push_back(health.status);
         if (health.status != 503) break;
         EXPECT_EQ(json::parse(health.body).at("status"), "loading");
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
+    read_available(err[0], err_text);
+    EXPECT_NE(err_text.find("timed the step costs"), std::string::npos) << "ready before the step costs were timed";
     EXPECT_GT(statuses.size(), 1u);
     EXPECT_EQ(statuses.front(), 503) << "ready before the models could load";
     EXPECT_EQ(statuses.back(), 200) << "not ready, or neither 200 nor 503";
+    ASSERT_EQ(fcntl(err[0], F_SETFL, err_flags), 0);
+    FILE* err_stream = fdopen(err[0], "r");
+    FILE* out_stream = fdopen(out[0], "r");
+    char line[512] = {};
+    std::thread drain_stderr([err_stream] {
+        char rest[512];
+        while (fgets(rest, sizeof rest, err_stream) != nullptr) {}
+    });
     EXPECT_NE(fgets(line, sizeof line, out_stream), nullptr);
     EXPECT_NE(std::string(line).find("listening on"), std::string::npos) << line;
     EXPECT_EQ(call(port, "GET", "/health").status, 200);

@@ -75,6 +75,17 @@ TEST(ServerRequest, PromptsAreTextTokenIdsOrListsOfEither) {
     EXPECT_FALSE(parse_ok(R"({"messages": [{"role": "user", "content": "x"}], "echo": true})", Endpoint::ChatCompletions).echo);
 }
 
+// Whether token-id prompts get a BOS: the server's default, which a request's field overrides either way.
+TEST(ServerRequest, AddBosToTokenPromptsTakesTheDefaultOrTheRequestsField) {
+    RequestDefaults with_bos = server_defaults();
+    with_bos.add_bos_to_token_prompts = true;
+    EXPECT_FALSE(parse_ok(R"({"prompt": [1, 2]})").add_bos_to_token_prompts);
+    EXPECT_TRUE(parse_ok(R"({"prompt": [1, 2]})", Endpoint::Completions, with_bos).add_bos_to_token_prompts);
+    EXPECT_TRUE(parse_ok(R"({"prompt": [1, 2], "add_bos_to_token_prompts": true})").add_bos_to_token_prompts);
+    EXPECT_FALSE(parse_ok(R"({"prompt": [1, 2], "add_bos_to_token_prompts": false})", Endpoint::Completions, with_bos)
+                     .add_bos_to_token_prompts);
+}
+
 TEST(ServerRequest, FieldsOverrideTheDefaults) {
     const CompletionRequest request = parse_ok(
         R"({"prompt": "x", "judge": "kl", "judge_threshold": 0.5, "confidence_mask": 0.8, "draft_max": 4,
@@ -131,6 +142,7 @@ TEST(ServerRequest, WrongTypesNameTheField) {
         {R"({"prompt": [1.5]})", "prompt"},
         {R"({"prompt": {"text": "x"}})", "prompt"},
         {R"({"prompt": "x", "echo": 1})", "echo"},
+        {R"({"prompt": [1], "add_bos_to_token_prompts": "yes"})", "add_bos_to_token_prompts"},
         {R"({"prompt": "x", "echo": true, "stream": true})", "echo"},
         {R"({"prompt": ["x", "y"], "stream": true})", "prompt"},
         {R"({"prompt": "x", "temperature": "hot"})", "temperature"},

@@ -12,6 +12,7 @@
 #include <future>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <thread>
@@ -621,6 +622,49 @@ TEST_F(ServerTest, EchoGivesEachPromptTokenTheTargetsLogprob) {
     EXPECT_EQ(post("/v1/completions", json{{"prompt", {n_vocab}}, {"echo", true}}).status, 400);
 }
 
+// An echo's logprob pass leaves its cells as the slot's cached prompt: the completion after it decodes no prompt
+// token again (every cached prompt token reused), and gives the tokens a plain request gives.
+TEST_F(ServerTest, EchoReusesTheLogprobPassAsTheCachedPrompt) {
+    const std::string prompt = "Zebras never nap at noon, said the old owl";  // shares no prefix with other tests'
+    const size_t n_prompt = server_->target.tokenize(prompt, true, true).size();
+    const json echoed =
+        post("/v1/completions",
+             json{{"prompt", prompt}, {"max_tokens", 6}, {"echo", true}, {"logprobs", 1}, {"cache_prompt", true}})
+            .parsed();  // cache_prompt: serve's default, not this test server's
+    EXPECT_EQ(echoed.at("usage").at("prompt_tokens"), n_prompt);
+    EXPECT_EQ(echoed.at("usage").at("prompt_tokens_details").at("cached_tokens"), n_prompt - 1);  // all but the last
+    const json plain = post("/v1/completions", json{{"prompt", prompt}, {"max_tokens", 6}}).parsed();
+    const std::string echoed_text = echoed.at("choices")[0].at("text");
+    EXPECT_TRUE(echoed_text.ends_with(plain.at("choices")[0].at("text").get<std::string>())) << echoed_text;
+}
+
+// add_bos_to_token_prompts: a token-id prompt without BOS is decoded as the text prompt (which gets one); one
+// that starts with BOS keeps its one BOS; without the field the ids are the prompt as given.
+TEST_F(ServerTest, TokenPromptsGetTheBosTheTextPromptGets) {
+    const Model& target = server_->target;
+    ASSERT_TRUE(target.prompt_bos_token());  // stories260K's prompts start with BOS
+    const std::vector<int32_t> with_bos = target.tokenize("Once upon a time", true, true);
+    const std::vector<int32_t> without_bos(with_bos.begin() + 1, with_bos.end());
+    ASSERT_EQ(with_bos.front(), *target.prompt_bos_token());
+    const auto completion = [&](const json& prompt, std::optional<bool> add_bos) {
+        json body{{"prompt", prompt}, {"max_tokens", 8}, {"echo", true}, {"logprobs", 1}};
+        if (add_bos) body["add_bos_to_token_prompts"] = *add_bos;
+        const HttpReply reply = post("/v1/completions", body);
+        EXPECT_EQ(reply.status, 200) << reply.body;
+        return reply.parsed();
+    };
+    const json text = completion("Once upon a time", std::nullopt);
+    EXPECT_EQ(text.at("usage").at("prompt_tokens"), with_bos.size());
+    for (const json& prompt : {json(without_bos), json(with_bos)}) {
+        const json ids = completion(prompt, true);
+        EXPECT_EQ(ids.at("usage").at("prompt_tokens"), with_bos.size()) << prompt;
+        EXPECT_EQ(ids.at("choices")[0].at("logprobs").at("tokens"), text.at("choices")[0].at("logprobs").at("tokens"));
+        EXPECT_EQ(ids.at("choices")[0].at("text"), text.at("choices")[0].at("text")) << prompt;
+    }
+    EXPECT_EQ(completion(without_bos, false).at("usage").at("prompt_tokens"), without_bos.size());
+    EXPECT_EQ(completion(without_bos, std::nullopt).at("usage").at("prompt_tokens"), without_bos.size());
+}
+
 // vLLM's /tokenizer_info, lm-evaluation-harness's remote tokenizer's first call: the special tokens' text
 // (which /tokenize turns back into their ids) and the chat template.
 TEST_F(ServerTest, TokenizerInfoNamesTheSpecialTokens) {
@@ -838,7 +882,10 @@ TEST_F(DrainTest, OpenStreamFinishesWhileNewRequestsGet503) {
     std::atomic<bool> ended = false;
     std::future<HttpReply> open = open_stream(first_chunk, ended);
     first_chunk.get_future().wait();
-    std::future<bool> drained = std::async(std::launch::async, [&] { return server.server.drain(std::chrono::seconds(30)); });
+    std::vector<std::string> log;  // read once the drain returned
+    std::future<bool> drained = std::async(std::launch::async, [&] {
+        return server.server.drain(std::chrono::seconds(30), [&](const std::string& line) { log.push_back(line); });
+    });
     const HttpReply health = health_once_not_ok(server.port);
     EXPECT_EQ(health.status, 503);
     EXPECT_EQ(health.parsed().at("status"), "draining");
@@ -862,6 +909,9 @@ TEST_F(DrainTest, OpenStreamFinishesWhileNewRequestsGet503) {
     EXPECT_EQ(sse_events(streamed.body).back(), "[DONE]");
     EXPECT_EQ(text(streamed), expected);
     EXPECT_TRUE(drained.get());
+    ASSERT_EQ(log.size(), 2u);
+    EXPECT_EQ(log[0], "drain started: new requests get 503; waiting up to 30 s for 1 request(s) in flight");
+    EXPECT_TRUE(log[1].starts_with("drain ended: every request finished, after ")) << log[1];
 }
 
 // A drain whose timeout passes (0: at once) cancels what is left: the open stream ends with finish_reason
@@ -876,7 +926,12 @@ TEST_F(DrainTest, TimeoutCancelsOpenStreams) {
     std::future<HttpReply> open = open_stream(first_chunk, ended);
     first_chunk.get_future().wait();
     ASSERT_FALSE(ended);
-    EXPECT_FALSE(server.server.drain(std::chrono::seconds(0)));
+    std::vector<std::string> log;
+    EXPECT_FALSE(server.server.drain(std::chrono::seconds(0), [&](const std::string& line) { log.push_back(line); }));
+    ASSERT_EQ(log.size(), 2u);
+    EXPECT_EQ(log[0], "drain started: new requests get 503; waiting up to 0 s for 1 request(s) in flight");
+    EXPECT_TRUE(log[1].starts_with("drain ended: 1 request(s) still running after 0 s were cancelled, all answered after "))
+        << log[1];
     const HttpReply streamed = open.get();
     ASSERT_EQ(streamed.status, 200) << streamed.body;
     EXPECT_EQ(sse_events(streamed.body).back(), "[DONE]");
