@@ -157,7 +157,7 @@ public:
         set_llama_verbose(verbose);
         validate(context);
         target_ = std::make_unique<Model>(target, model_options);
-        if (draft) draft_ = std::make_unique<Model>(*draft, model_options);
+        if (draft) draft_ = std::make_unique<Model>(*draft, draft_model_options(model_options));
         decoder_ = std::make_unique<SpeculativeDecoder>(*target_, draft_.get(), context);
     }
 

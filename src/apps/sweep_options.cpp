@@ -71,7 +71,9 @@ nlohmann::json sweep_settings(const SweepRunOptions& options, const DecodingSess
                                {"parallel", options.parallel}};
     // Only when set: sweeps stored before spans existed relaxed everywhere and stay resumable.
     if (!g.judge_span.is_all()) settings["judge_span"] = g.judge_span.to_string();
-    if (!options.run.model.repack) settings["repack"] = false;  // other kernels, other logits (--no-repack)
+    // Other kernels, other logits. Always stored: a sweep stored before the default changed says false (run with
+    // --no-repack) and resumes, or nothing (repacked) and is refused.
+    settings["repack"] = options.run.model.repack;
     if (!options.run.spec_types.empty()) {
         const NgramOptions& n = options.run.ngram;
         settings["spec_type"] = options.run.spec_types;

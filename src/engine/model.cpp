@@ -287,4 +287,9 @@ std::optional<std::string> Model::chat_template() const {
     return std::string(tmpl);
 }
 
+ModelOptions draft_model_options(ModelOptions target) {
+    target.repack = true;
+    return target;
+}
+
 }  // namespace klspec

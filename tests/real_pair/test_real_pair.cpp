@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -71,11 +72,18 @@ TEST_F(RealPair, IsQwen2WithOneVocabularyAndASmallerDraft) {
 }
 
 // The premise of the near-tie rule on this target as loaded by default: batched (verification) and one-token
-// (target-only) logits differ by less than half its gap.
+// (target-only) logits differ by less than half its gap. Batches of 17, a γ-16 verification: from 64 query rows
+// on, ggml's CPU flash attention takes a tiled path that accumulates in F32 where one row accumulates V in F16
+// (logits 0.70 apart), which prompts meet alike in both decodings but a verification never does.
+// KLSPEC_TEST_REPACK=1 loads the target repacked (--repack) to measure that difference.
 TEST_F(RealPair, BatchedAndOneTokenLogitsDifferByLessThanHalfTheGap) {
-    const double difference =
-        test::max_batch_single_difference(kTarget, {chat(kRequests[0])}, 32, pair_context(), test::offload());
-    std::cout << "[ pair     ] largest batched - single logit difference " << difference << "\n";
+    ContextOptions verification = pair_context();
+    verification.n_batch = 17;
+    ModelOptions options = test::offload();
+    options.repack = std::getenv("KLSPEC_TEST_REPACK") != nullptr;
+    const double difference = test::max_batch_single_difference(kTarget, {chat(kRequests[0])}, 32, verification, options);
+    std::cout << "[ pair     ] largest batched - single logit difference " << difference << " ("
+              << (options.repack ? "repacked" : "not repacked, the default") << ")\n";
     EXPECT_LT(difference, test::near_tie_gap() / 2);
 }
 
@@ -93,8 +101,9 @@ TEST_F(RealPair, GreedySpeculativeOutputIsTargetOnlyOutputUpToNearTies) {
             options.draft_policy = DraftPolicy::Fixed;
             const GenerationResult result = speculative.generate(prompt, options);
             const std::string label = "γ " + std::to_string(gamma) + ": " + request;
-            if (test::check_equal_up_to_near_tie(reference, result.tokens, label, divergences) < 0)
+            if (test::check_equal_up_to_near_tie(reference, result.tokens, label, divergences) < 0) {
                 EXPECT_EQ(result.text, target_->text(reference.tokens)) << label;
+            }
             EXPECT_EQ(result.stats.relaxed_accepted, 0);
             accepted += result.stats.accepted;
             drafted += result.stats.drafted;
@@ -139,7 +148,9 @@ TEST_F(RealPair, EveryRuleRunsOnThePairsDistributions) {
             drafted += result.stats.drafted;
         }
         EXPECT_GT(judge->calls.load(), 0) << rule.rule << " was never consulted";
-        if (rule.rule == "vanilla") EXPECT_EQ(relaxed, 0);
+        if (rule.rule == "vanilla") {
+            EXPECT_EQ(relaxed, 0);
+        }
         std::cout << "[ pair     ] " << rule.rule << ": consulted " << judge->calls.load() << " times, relaxed " << relaxed
                   << " of " << drafted << " drafted\n";
     }
@@ -159,7 +170,7 @@ TEST_F(RealPair, ChatRendersAsLlamaServerAndStopsAtImEnd) {
     const std::vector<int32_t> tokens = target_->tokenize(rendered, /*add_bos=*/true, /*parse_special=*/true);
     const int32_t im_end = target_->tokenize("<|im_end|>", false, true).at(0);
     EXPECT_EQ(im_end, 151645);
-    EXPECT_EQ(std::count(tokens.begin(), tokens.end(), im_end), 3);
+    EXPECT_EQ(std::count(tokens.begin(), tokens.end(), im_end), 4);  // the system, user, assistant, user turns
     EXPECT_TRUE(llama_vocab_is_eog(target_->vocab(), im_end));
 
     SpeculativeDecoder speculative(*target_, draft_, pair_context());

@@ -23,16 +23,6 @@ pytestmark = pytest.mark.skipif(not all(shutil.which(tool) for tool in ("vim", "
                                 reason="needs vim, tmux, curl (scripts/setup-deps.sh) and ../shared/clients/llama.vim")
 
 
-def vim_version():
-    """Vim's version as llama.vim compares it (9.1 is 901), 0 without vim."""
-    if not shutil.which("vim"):
-        return 0
-    match = re.search(r"Vi IMproved (\d+)\.(\d+)", subprocess.run(["vim", "--version"], capture_output=True, text=True).stdout)
-    return int(match.group(1)) * 100 + int(match.group(2)) if match else 0
-
-
-# The plug-in refuses an older vim with a prompt ("llama.vim requires version 901 or greater"): Debian 12's is 9.0.
-needs_vim_91 = pytest.mark.skipif(vim_version() < 901, reason="llama.vim needs vim 9.1 or newer (Debian 12 has 9.0)")
 TYPED = ["import math", "", "def circle_area(r):"]
 LOG_LINE = re.compile(r"/infill slot \d+: prompt (\d+) tokens, (\d+) from the cache")
 
@@ -54,7 +44,6 @@ def wait_for(condition, timeout, what):
     pytest.fail(f"timed out waiting for {what}")
 
 
-@needs_vim_91
 def test_llama_vim_shows_a_suggestion_and_tab_accepts_it(workdir):
     log_path = os.path.join(workdir, "serve.log")
     with open(log_path, "w") as log:
@@ -71,7 +60,12 @@ def test_llama_vim_shows_a_suggestion_and_tab_accepts_it(workdir):
                "--cmd", "runtime plugin/llama.vim", source]
         tmux("new-session", "-d", "-x", "120", "-y", "40", shlex.join(vim))
         screen = lambda: tmux("capture-pane", "-p")
-        wait_for(lambda: "\n~" in screen(), 20, "vim")
+        # On a vim older than 9.1 (Debian 12 has 9.0) the plug-in only warns ("llama.vim requires version 901
+        # or greater") and asks for Enter; its /infill client works there.
+        wait_for(lambda: "\n~" in screen() or "Press ENTER" in screen(), 20, "vim")
+        if "Press ENTER" in screen():
+            tmux("send-keys", "Enter")
+            wait_for(lambda: "\n~" in screen(), 20, "vim past the plug-in's version warning")
         tmux("send-keys", "i")
         for i, line in enumerate(TYPED):
             tmux("send-keys", "-l", line)
