@@ -83,35 +83,11 @@ void draw_plots(const std::vector<PointSummary>& summaries, const std::string& d
     plot_curves(agreement_plot(summaries, dataset), dir + "/agreement_vs_mat");
 }
 
-void run_sweep(const SweepOptions& options) {
+// The summary, table and plots of what the store holds; --summary-only keeps the problems every point has
+// decoded (a sweep still running, or cut short), so that the points compare on the same problems.
+void report_sweep(const SweepOptions& options, const SweepStore& store, const std::vector<SweepPoint>& points,
+                  size_t problem_count) {
     const SweepRunOptions& common = options.common;
-    std::vector<Problem> problems = load_scored_problems(common.dataset);
-    const std::vector<SweepPoint> points = parse_sweep_points(options.rules, common.run.judge);
-    PromptFormat format;
-    DecodingSession session = open_sweep_session(common, points, problems, format);
-    SweepStore store(common.out_dir, sweep_settings(common, session, format),
-                     options.summary_only ? SweepStore::Access::kReadOnly : SweepStore::Access::kResume);
-
-    const size_t total = points.size() * problems.size(), todo = missing_examples(store, points, problems);
-    if (todo < total)
-        std::fprintf(stderr, "sweep: resuming %s: %zu of %zu examples already done\n", common.out_dir.c_str(), total - todo,
-                     total);
-    if (!options.summary_only) {
-        ProgressLine progress("sweep", todo, "examples");
-        size_t done = 0;
-        std::map<std::string, std::pair<size_t, size_t>> correct_of;  // point -> (correct, decoded) this run
-        run_sweep_points(*session.decoder, session.generation, problems, points, common.parallel, store,
-                         [&](const SweepExample& example) {
-                             auto& [correct, decoded] = correct_of[example.point];
-                             correct += example.correct;
-                             ++decoded;
-                             progress.update(++done, fmt::format("{} {}/{} correct", example.point, correct, decoded));
-                         });
-        progress.finish();
-    }
-
-    // A full sweep holds every point on every problem; a summary of one still running or cut short keeps the
-    // problems every point has decoded, so that the points compare on the same problems.
     const std::vector<SweepExample> examples =
         options.summary_only ? examples_of_problems_every_point_has(store.examples(), points) : store.examples();
     const std::vector<PointSummary> summaries = summarize_sweep(points, examples);
@@ -122,10 +98,41 @@ void run_sweep(const SweepOptions& options) {
         std::ifstream in(common.out_dir + "/summary.json");
         std::cout << nlohmann::json::parse(in).dump() << "\n";
     } else {
-        std::cout << fmt::format("{} problems of {} ({}), {} points; results in {}\n\n", problems.size(),
+        std::cout << fmt::format("{} problems of {} ({}), {} points; results in {}\n\n", problem_count,
                                  common.dataset.name_or_path, common.dataset.split, points.size(), common.out_dir)
                   << table;
     }
+}
+
+void run_sweep(const SweepOptions& options) {
+    const SweepRunOptions& common = options.common;
+    std::vector<Problem> problems = load_scored_problems(common.dataset);
+    const std::vector<SweepPoint> points = parse_sweep_points(options.rules, common.run.judge);
+    if (options.summary_only) {
+        // DIR's examples under the settings they were decoded with (its sweep.json): no model is loaded.
+        const SweepStore store(common.out_dir, nlohmann::json::object(), SweepStore::Access::kReadOnly);
+        report_sweep(options, store, points, problems.size());
+        return;
+    }
+    PromptFormat format;
+    DecodingSession session = open_sweep_session(common, points, problems, format);
+    SweepStore store(common.out_dir, sweep_settings(common, session, format));
+    const size_t total = points.size() * problems.size(), todo = missing_examples(store, points, problems);
+    if (todo < total)
+        std::fprintf(stderr, "sweep: resuming %s: %zu of %zu examples already done\n", common.out_dir.c_str(), total - todo,
+                     total);
+    ProgressLine progress("sweep", todo, "examples");
+    size_t done = 0;
+    std::map<std::string, std::pair<size_t, size_t>> correct_of;  // point -> (correct, decoded) this run
+    run_sweep_points(*session.decoder, session.generation, problems, points, common.parallel, store,
+                     [&](const SweepExample& example) {
+                         auto& [correct, decoded] = correct_of[example.point];
+                         correct += example.correct;
+                         ++decoded;
+                         progress.update(++done, fmt::format("{} {}/{} correct", example.point, correct, decoded));
+                     });
+    progress.finish();
+    report_sweep(options, store, points, problems.size());
 }
 
 }  // namespace
@@ -146,8 +153,9 @@ void register_sweep_command(CLI::App& app) {
     cmd->add_flag("!--no-plots", options->plots, "Skip the SVG/PNG plots (gnuplot)");
     cmd->add_flag("--json", options->json, "Print summary.json instead of the table");
     cmd->add_flag("--summary-only", options->summary_only,
-                  "Decode nothing: write the summary, table and plots of what DIR holds now, over the problems every "
-                  "point has decoded (a sweep still running, or cut short)");
+                  "Decode nothing and load no model: write the summary, table and plots of what DIR holds now (under "
+                  "its own sweep.json's settings), over the problems every point has decoded (a sweep still running, "
+                  "or cut short)");
     cmd->callback([options] { run_sweep(*options); });
 }
 

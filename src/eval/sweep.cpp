@@ -1,10 +1,14 @@
 #include "eval/sweep.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <ctime>
 #include <filesystem>
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/error.h"
 #include "eval/batch_decoding.h"
@@ -13,6 +17,16 @@
 namespace klspec {
 namespace fs = std::filesystem;
 namespace {
+
+// This run's SweepExample::run: the host and the UTC day, what a speed depends on beyond the settings.
+std::string this_run() {
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    const std::time_t now = std::time(nullptr);
+    char day[16] = {};
+    std::strftime(day, sizeof day, "%Y-%m-%d", std::gmtime(&now));
+    return fmt::format("{} {}", host, day);
+}
 
 constexpr std::string_view kFormat = "klspec-sweep/1";
 
@@ -122,7 +136,8 @@ nlohmann::json to_json(const SweepExample& e) {
             {"accepted", s.accepted},
             {"relaxed", s.relaxed_accepted},
             {"judge_seconds", s.judge_seconds},
-            {"wall_seconds", e.wall_seconds}};
+            {"wall_seconds", e.wall_seconds},
+            {"run", e.run}};
 }
 
 SweepExample sweep_example_from_json(const nlohmann::json& row) {
@@ -144,6 +159,7 @@ SweepExample sweep_example_from_json(const nlohmann::json& row) {
     s.relaxed_accepted = row.at("relaxed").get<int64_t>();
     s.judge_seconds = row.at("judge_seconds").get<double>();
     e.wall_seconds = row.at("wall_seconds").get<double>();
+    e.run = row.value("run", "");  // absent in older sweeps
     return e;
 }
 
@@ -183,6 +199,7 @@ SweepStore::SweepStore(const std::string& dir, const nlohmann::json& settings, A
     if (access == Access::kReadOnly) return;
     if (complete_bytes) fs::resize_file(examples_path, *complete_bytes);  // the next append starts a line of its own
     const bool needs_newline = last_char(examples_path).value_or('\n') != '\n';  // a complete row cut before its \n
+    run_ = this_run();
     out_.open(examples_path, std::ios::app);
     if (!out_) throw Error(fmt::format("cannot write {}", examples_path.string()));
     if (needs_newline) out_ << "\n";
@@ -213,12 +230,13 @@ std::optional<uintmax_t> SweepStore::read_examples(const fs::path& examples_path
     return std::nullopt;
 }
 
-void SweepStore::append(const SweepExample& example) {
+void SweepStore::append(SweepExample example) {
     if (!out_.is_open()) throw Error(fmt::format("sweep {} was opened read-only", dir_));
+    example.run = run_;
     out_ << to_json(example).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     out_.flush();
     done_.insert({example.point, example.id});
-    examples_.push_back(example);
+    examples_.push_back(std::move(example));
 }
 
 size_t missing_examples(const SweepStore& store, std::span<const SweepPoint> points, std::span<const Problem> problems) {
@@ -248,7 +266,7 @@ void run_sweep_points(SpeculativeDecoder& decoder, const GenerationOptions& gene
                 const ScoredOutput verdict = score_output(problem, decoded.result.text);
                 store.append({label, problem.id, decoded.result.text, verdict.prediction.value_or(""), verdict.correct,
                               std::string(to_string(decoded.result.stop_reason)), decoded.result.stats,
-                              decoded.wall_seconds});
+                              decoded.wall_seconds, ""});
                 on_example(store.examples().back());
             });
         }
@@ -286,6 +304,7 @@ std::vector<PointSummary> summarize_sweep(const std::vector<SweepPoint>& points,
         s.correct += e.correct;
         s.totals += e.stats;
         s.wall_seconds += e.wall_seconds;
+        s.runs.insert(e.run);
     }
 
     std::map<std::string, const SweepExample*> vanilla_of;  // problem id -> vanilla's example
@@ -331,6 +350,8 @@ std::string write_sweep_summary(const std::string& dir, const std::vector<PointS
     const auto speedup = [&](const PointSummary& s) { return vanilla_speed > 0 ? s.tokens_per_second() / vanilla_speed : 0.0; };
 
     nlohmann::json points = nlohmann::json::array();
+    std::vector<std::string> idle_points;   // points that relaxed nothing
+    std::vector<std::string> mixed_points;  // points whose speed comes from other runs than vanilla's
     std::ostringstream csv, table;
     csv << "point,rule,value,examples,correct,accuracy,accuracy_change,accuracy_change_low,accuracy_change_high,mat,"
            "acceptance,relaxed,emitted,target_calls,tokens_per_second,speedup,judge_share,agreement,agreement_low,"
@@ -367,11 +388,28 @@ std::string write_sweep_summary(const std::string& dir, const std::vector<PointS
                            s.totals.mat(), s.totals.acceptance_rate(), s.totals.relaxed_accepted, s.totals.emitted,
                            s.totals.target_calls, s.tokens_per_second(), speedup(s), s.judge_share(), agreement.value,
                            agreement.low, agreement.high);
-        table << fmt::format("| {} | {} | {:.1f} % | {} | {:.2f} | {:.1f} % | {} | {:.1f} | {:.2f}× | {:.2f} % | {} |\n",
+        // A rule that never fired at this setting (FLy's entropy gate at θ 0.5 on MMLU-Pro) decodes as vanilla does:
+        // flagged, so that its point is not read as a measured trade-off.
+        const bool relaxed_nothing = s.rule != "vanilla" && s.totals.relaxed_accepted == 0;
+        points.back()["relaxed_nothing"] = relaxed_nothing;
+        if (relaxed_nothing) idle_points.push_back(s.point);
+        // Speeds compare only within one run (machine and day): a point decoded in another run than vanilla's, or
+        // in several, is marked.
+        const bool other_runs = s.runs != vanilla.runs || s.runs.size() > 1;
+        points.back()["runs"] = s.runs;
+        if (other_runs) mixed_points.push_back(s.point);
+        table << fmt::format("| {} | {} | {:.1f} % | {} | {:.2f} | {:.1f} % | {}{} | {:.1f}{} | {:.2f}× | {:.2f} % | {} |\n",
                              s.rule, s.value.empty() ? "—" : s.value, 100 * s.accuracy(), change_text, s.totals.mat(),
-                             100 * s.totals.acceptance_rate(), s.totals.relaxed_accepted, s.tokens_per_second(), speedup(s),
-                             100 * s.judge_share(), agreement_text);
+                             100 * s.totals.acceptance_rate(), s.totals.relaxed_accepted, relaxed_nothing ? " ⚠" : "",
+                             s.tokens_per_second(), other_runs ? " †" : "", speedup(s), 100 * s.judge_share(),
+                             agreement_text);
     }
+    if (!mixed_points.empty())
+        table << fmt::format("\n† tokens/s from other runs than vanilla's (another machine or day: {}), not comparable: "
+                             "{}\n", fmt::join(vanilla.runs, "; "), fmt::join(mixed_points, ", "));
+    if (!idle_points.empty())
+        table << fmt::format("\n⚠ relaxed nothing, so decoded as vanilla: {} (the rule never fired at that setting)\n",
+                             fmt::join(idle_points, ", "));
     nlohmann::json best = nlohmann::json::object();
     table << "\nBest MAT within 1 point of vanilla's accuracy:";
     for (const auto& [rule, s] : best_within_loss(summaries, 0.01)) {

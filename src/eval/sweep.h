@@ -52,6 +52,8 @@ struct SweepExample {
     std::string stop_reason;
     GenerationStats stats;
     double wall_seconds = 0;  // decode_problems' attribution
+    std::string run;          // where and when it was decoded ("HOST YYYY-MM-DD"; "" in older sweeps): tokens/s
+                              // compare only within one
 };
 nlohmann::json to_json(const SweepExample& example);
 SweepExample sweep_example_from_json(const nlohmann::json& row);
@@ -64,7 +66,7 @@ public:
     enum class Access { kResume, kReadOnly };
     SweepStore(const std::string& dir, const nlohmann::json& settings, Access access = Access::kResume);
     bool done(const std::string& point, const std::string& id) const { return done_.contains({point, id}); }
-    void append(const SweepExample& example);
+    void append(SweepExample example);  // stamped with this run (SweepExample::run)
     const std::vector<SweepExample>& examples() const { return examples_; }
     const std::string& dir() const { return dir_; }
 
@@ -72,6 +74,7 @@ private:
     std::optional<uintmax_t> read_examples(const std::filesystem::path& examples_path);
 
     std::string dir_;
+    std::string run_;  // this run's SweepExample::run, stamped on what it appends
     std::set<std::pair<std::string, std::string>> done_;
     std::vector<SweepExample> examples_;
     std::ofstream out_;
@@ -105,6 +108,7 @@ struct PointSummary {
     // decoding's, with its Wilson interval: what the rule changes, whether or not the model solves the problem.
     // None for vanilla.
     std::optional<Proportion> agreement_with_vanilla;
+    std::set<std::string> runs;  // the runs its examples were decoded in (SweepExample::run)
     double accuracy() const { return examples ? double(correct) / double(examples) : 0.0; }
     // Emitted tokens over the wall time decode_problems attributed to the examples (prompts included).
     double tokens_per_second() const { return wall_seconds > 0 ? double(totals.emitted) / wall_seconds : 0.0; }

@@ -101,6 +101,13 @@ TEST(SweepCommand, AnInterruptedSweepResumesToTheSameResults) {
         ASSERT_EQ(summary.exit_code, 0) << summary.errors;
         EXPECT_NE(summary.output.find("| vanilla |"), std::string::npos) << summary.output;
         EXPECT_EQ(test::read_file(resumed + "/examples.jsonl"), before) << (cut ? "cut" : "clean");
+        // It loads no model: the same with files that are no models.
+        std::string no_models = sweep_command(resumed, "--no-plots --summary-only");
+        for (const std::string& model : {test::kTargetModel, test::kDraftQ4})
+            no_models.replace(no_models.find(model), model.size(), std::string(KLSPEC_SOURCE_DIR) + "/README.md");
+        const test::CommandResult unloaded = test::run_command(no_models);
+        ASSERT_EQ(unloaded.exit_code, 0) << unloaded.errors;
+        EXPECT_EQ(unloaded.output, summary.output);
 
         const test::CommandResult r = test::run_command(sweep_command(resumed, "--no-plots"));
         ASSERT_EQ(r.exit_code, 0) << r.errors;

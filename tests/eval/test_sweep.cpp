@@ -150,6 +150,57 @@ TEST(SweepSummary, HandComputedTotalsAndBestWithinOnePoint) {
     EXPECT_EQ(header.rfind("point,rule,value,examples,correct,accuracy", 0), 0u);
 }
 
+// A point whose rule never fired (FLy's entropy gate at θ 0.5 relaxed nothing on MMLU-Pro) is flagged in the
+// table and summary.json, not read as a measured trade-off; vanilla never is.
+TEST(SweepSummary, PointsThatRelaxedNothingAreFlagged) {
+    const std::vector<SweepPoint> points = parse_sweep_points({"kl:0.5,2"}, {});
+    std::vector<SweepExample> examples;
+    for (int i = 0; i < 4; ++i) {
+        const std::string id = std::to_string(i);
+        examples.push_back(example("vanilla", id, true, 10, 5, 0.1));
+        examples.push_back(example("kl:0.5", id, true, 10, 5, 0.1));  // never relaxed
+        examples.push_back(example("kl:2", id, true, 10, 4, 0.1));
+        examples.back().stats.relaxed_accepted = 1;
+    }
+    const std::string dir = test::temp_path("summary-idle");
+    std::filesystem::create_directories(dir);
+    const std::string table = write_sweep_summary(dir, summarize_sweep(points, examples));
+    EXPECT_NE(table.find("| 0 ⚠ |"), std::string::npos) << table;
+    EXPECT_NE(table.find("⚠ relaxed nothing, so decoded as vanilla: kl:0.5 (the rule never fired"), std::string::npos)
+        << table;
+    std::ifstream in(dir + "/summary.json");
+    const nlohmann::json summary = nlohmann::json::parse(in);
+    EXPECT_FALSE(summary["points"][0]["relaxed_nothing"]);
+    EXPECT_TRUE(summary["points"][1]["relaxed_nothing"]);
+    EXPECT_FALSE(summary["points"][2]["relaxed_nothing"]);
+}
+
+// Speeds compare only within one run: a point decoded on another machine or day than vanilla's, or in several
+// runs, is marked in the tokens/s column; the store stamps what it appends with this run.
+TEST(SweepSummary, TokensPerSecondFromOtherRunsAreMarked) {
+    const std::vector<SweepPoint> points = parse_sweep_points({"kl:0.5,2"}, {});
+    std::vector<SweepExample> examples;
+    for (int i = 0; i < 2; ++i) {
+        const std::string id = std::to_string(i);
+        for (const std::string point : {"vanilla", "kl:0.5", "kl:2"}) {
+            examples.push_back(example(point, id, true, 10, 5, 0.1));
+            examples.back().run = point == "kl:2" && i == 1 ? "xeon 2026-11-27" : "epyc 2026-11-28";
+        }
+    }
+    const std::string dir = test::temp_path("summary-runs");
+    std::filesystem::create_directories(dir);
+    const std::string table = write_sweep_summary(dir, summarize_sweep(points, examples));
+    EXPECT_NE(table.find("| 100.0 † |"), std::string::npos) << table;
+    EXPECT_NE(table.find("† tokens/s from other runs than vanilla's (another machine or day: epyc 2026-11-28), not "
+                         "comparable: kl:2"), std::string::npos) << table;
+    EXPECT_EQ(table.find("kl:0.5\n"), std::string::npos) << table;
+
+    SweepStore store(test::temp_path("sweep-run-stamp"), {{"n", 1}});
+    store.append(example("vanilla", "0", true, 10, 5, 0.1));
+    EXPECT_FALSE(store.examples().front().run.empty());
+    EXPECT_EQ(store.examples().front().run, SweepStore(store.dir(), {{"n", 1}}, SweepStore::Access::kReadOnly).examples().front().run);
+}
+
 TEST(SweepSummary, PairedIntervalAgainstVanillaOverTheProblemsBothDecoded) {
     const std::vector<SweepPoint> points = parse_sweep_points({"topk:4"}, {});
     std::vector<SweepExample> examples;
