@@ -50,13 +50,7 @@ GSM8K=(--dataset gsm8k -np 4 --limit 200)
 MMLU=(--dataset mmlu-pro --full-split -np 8 --limit 200)
 HEAD=$OUT/autojudge-head.json
 
-stage() {  # stage NAME COMMAND...: runs COMMAND unless NAME is done
-  local name=$1; shift
-  if [ -f "$OUT/$name.done" ]; then return; fi
-  echo "[$(date -u +%H:%M:%S)] $name: $*"
-  "$@"
-  touch "$OUT/$name.done"
-}
+source bench/lib/stages.sh
 
 stage gsm8k-sweep "$KLSPEC" sweep "${PAIR[@]}" "${DECODE[@]}" "${GSM8K[@]}" \
   --rules kl:0.1,0.3,0.5,1 topk:2 target-entropy:3,4 fsd:1 --no-plots --out "$OUT/gsm8k-a9-g4"

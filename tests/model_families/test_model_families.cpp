@@ -207,26 +207,9 @@ TEST_P(ModelFamily, StopStringsEndItAndStreamsNeverSplitACharacter) {
 }
 
 TEST_P(ModelFamily, EveryRuleRunsAtTheVocabularySize) {
-    const size_t n_vocab = static_cast<size_t>(target_->n_vocab());
     SpeculativeDecoder decoder(*target_, draft_.get(), family_context(/*hidden_states=*/true));
-    for (const JudgeOptions& rule : test::every_rule(target_->n_embd())) {
-        auto judge = std::make_shared<test::CheckedJudge>(make_judge(rule), n_vocab);
-        int64_t relaxed = 0;
-        for (const float temperature : {0.0f, 0.8f}) {
-            GenerationOptions options = test::family_options(24, temperature, 3);
-            options.judge = judge;
-            for (const std::string& prompt : kPrompts) {
-                const GenerationResult result = decoder.generate(prompt, options);
-                EXPECT_EQ(result.stats.emitted, static_cast<int64_t>(result.tokens.size())) << rule.rule;
-                EXPECT_LE(result.stats.accepted, result.stats.drafted) << rule.rule;
-                for (const int32_t token : result.tokens) EXPECT_LT(static_cast<size_t>(token), n_vocab);
-                relaxed += result.stats.relaxed_accepted;
-            }
-        }
-        EXPECT_GT(judge->calls.load(), 0) << GetParam() << ": the " << rule.rule << " rule was never consulted";
-        std::cout << "[ family   ] " << GetParam() << " " << rule.rule << ": consulted " << judge->calls.load() << " times, relaxed "
-                  << relaxed << "\n";
-    }
+    test::check_every_rule_runs(decoder, test::every_rule(target_->n_embd()), kPrompts,
+                                static_cast<size_t>(target_->n_vocab()), 24, 3, "family " + GetParam());
 }
 
 // With a judge span, every token emitted outside it is the target's own choice, on the real vocabulary: KL

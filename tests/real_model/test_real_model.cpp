@@ -129,35 +129,14 @@ TEST_F(RealModel, GreedySpeculativeOutputIsTargetOnlyOutputUpToNearTies) {
 // consulted, and the output stays consistent with its counters. AutoJudge reads the fixture's mined head.
 TEST_F(RealModel, EveryRuleRunsOnTheRealDistributions) {
     ASSERT_TRUE(std::filesystem::exists(kHead)) << kHead << " is missing: the fixture real_model.make mines it";
-    const size_t n_vocab = static_cast<size_t>(target_->n_vocab());
     SpeculativeDecoder decoder(*target_, draft_, real_context(/*hidden_states=*/true));
-    for (JudgeOptions rule : test::every_rule(target_->n_embd())) {
-        if (rule.rule == "autojudge") {
-            rule.head_path = kHead;
-            rule.threshold = 0.5;
-        }
-        auto judge = std::make_shared<test::CheckedJudge>(make_judge(rule), n_vocab);
-        int64_t relaxed = 0, drafted = 0;
-        for (const float temperature : {0.0f, 0.8f}) {
-            GenerationOptions options = test::family_options(16, temperature, 7);
-            options.judge = judge;
-            for (const std::string& prompt : {kPrompts[1]}) {
-                const GenerationResult result = decoder.generate(prompt, options);
-                EXPECT_EQ(result.stats.emitted, static_cast<int64_t>(result.tokens.size())) << rule.rule;
-                EXPECT_LE(result.stats.accepted, result.stats.drafted) << rule.rule;
-                EXPECT_LE(result.stats.relaxed_accepted, result.stats.accepted) << rule.rule;
-                for (const int32_t token : result.tokens) EXPECT_LT(static_cast<size_t>(token), n_vocab);
-                relaxed += result.stats.relaxed_accepted;
-                drafted += result.stats.drafted;
-            }
-        }
-        EXPECT_GT(judge->calls.load(), 0) << rule.rule << " was never consulted";
-        if (rule.rule == "vanilla") {
-            EXPECT_EQ(relaxed, 0);
-        }
-        std::cout << "[ real     ] " << rule.rule << ": consulted " << judge->calls.load() << " times, relaxed " << relaxed
-                  << " of " << drafted << " drafted\n";
+    std::vector<JudgeOptions> rules = test::every_rule(target_->n_embd());
+    for (JudgeOptions& rule : rules) {
+        if (rule.rule != "autojudge") continue;
+        rule.head_path = kHead;
+        rule.threshold = 0.5;
     }
+    test::check_every_rule_runs(decoder, rules, {kPrompts[1]}, static_cast<size_t>(target_->n_vocab()), 16, 7, "real    ");
 }
 
 // The file has no template of its own (it is the pretrained model), so a chat takes llama.cpp's gemma

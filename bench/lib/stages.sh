@@ -1,0 +1,10 @@
+# Resumable stages for the long benchmark scripts (bench/model_pairs/*_paper.sh): `stage NAME COMMAND...` runs
+# COMMAND unless $OUT/NAME.done exists, and marks it done when it succeeds, so a rerun goes on where an interrupt
+# stopped it. Source it after setting OUT.
+stage() {
+  local name=$1; shift
+  if [ -f "$OUT/$name.done" ]; then return; fi
+  echo "[$(date -u +%H:%M:%S)] $name: $*"
+  "$@"
+  touch "$OUT/$name.done"
+}
