@@ -32,11 +32,14 @@ status=0
 for fuzzer in "$build_dir"/tests/fuzz/fuzz_*; do
   name=$(basename "$fuzzer"); name=${name#fuzz_}
   work=$(mktemp -d)  # new inputs go here; the committed corpus is only read
+  # The harnesses' scratch files go under their own TMPDIR: libFuzzer ends a timed run without atexit handlers,
+  # which left klspec-fuzz-PID folders in /tmp.
+  scratch=$(mktemp -d)
   echo "fuzzing $name for ${fuzz_seconds}s"
-  "$fuzzer" -max_total_time="$fuzz_seconds" -rss_limit_mb=4096 -artifact_prefix="$build_dir/crash-$name-" \
-    "$work" "$root/tests/fuzz/corpus/$name" >"$build_dir/fuzz-$name.log" 2>&1 \
+  TMPDIR="$scratch" "$fuzzer" -max_total_time="$fuzz_seconds" -rss_limit_mb=4096 \
+    -artifact_prefix="$build_dir/crash-$name-" "$work" "$root/tests/fuzz/corpus/$name" >"$build_dir/fuzz-$name.log" 2>&1 \
     || { echo "fuzz_$name failed: see $build_dir/fuzz-$name.log"; tail -n 30 "$build_dir/fuzz-$name.log"; status=1; }
-  rm -rf "$work"
+  rm -rf "$work" "$scratch"
 done
 
 if compgen -G "$reports/*" >/dev/null; then
