@@ -189,7 +189,16 @@ DistributionStats distribution_stats(std::span<const float> logits) {
     };
 }
 
-KlStats kl_stats(std::span<const float> target_logits, std::span<const float> draft_logits) {
+namespace {
+
+// The passes kl_stats and js_divergence share: each row's max, the draft row's min (a -inf there means a
+// truncated row), and with t = logit - max, e = exp(t) (ta, ea for p; tb, eb for q): Σ ea, Σ eb and Σ ea (ta - tb).
+struct PairSums {
+    float max_target = 0, max_draft = 0, min_draft = 0;
+    double sum_ea = 0, sum_eb = 0, sum_ea_dt = 0;
+};
+
+PairSums pair_sums(std::span<const float> target_logits, std::span<const float> draft_logits) {
     FloatVec max_a = broadcast(kMinusInf);
     FloatVec max_b = broadcast(kMinusInf);
     FloatVec min_b = broadcast(0.0f);
@@ -199,11 +208,7 @@ KlStats kl_stats(std::span<const float> target_logits, std::span<const float> dr
         max_b = max(max_b, b);
         min_b = min(min_b, b);
     }
-    const float max_target = horizontal_max(max_a);
-    const float max_draft = horizontal_max(max_b);
-
-    // With t = logit - max, e = exp(t) (ta, ea for p; tb, eb for q):
-    //   KL = Σ p (log p - log q) = Σ ea (ta - tb) / Σ ea - log Σ ea + log Σ eb.
+    PairSums sums{horizontal_max(max_a), horizontal_max(max_b), horizontal_min(min_b)};
     const size_t n = target_logits.size();
     DoubleVec total_ea{};
     DoubleVec total_eb{};
@@ -213,8 +218,8 @@ KlStats kl_stats(std::span<const float> target_logits, std::span<const float> dr
         FloatVec sum_eb{};
         FloatVec sum_ea_dt{};
         for (size_t i = block; i < std::min(n, block + kBlock); i += kWidth) {
-            const FloatVec ta = load(target_logits, i) - max_target;
-            const FloatVec tb = load(draft_logits, i) - max_draft;
+            const FloatVec ta = load(target_logits, i) - sums.max_target;
+            const FloatVec tb = load(draft_logits, i) - sums.max_draft;
             const FloatVec ea = exp_nonpositive(ta);
             sum_ea += ea;
             sum_eb += exp_nonpositive(tb);
@@ -225,24 +230,33 @@ KlStats kl_stats(std::span<const float> target_logits, std::span<const float> dr
         add_block(total_eb, sum_eb);
         add_block(total_ea_dt, sum_ea_dt);
     }
-    const double sum_ea = horizontal_sum(total_ea);
-    const double sum_eb = horizontal_sum(total_eb);
+    sums.sum_ea = horizontal_sum(total_ea);
+    sums.sum_eb = horizontal_sum(total_eb);
+    sums.sum_ea_dt = horizontal_sum(total_ea_dt);
+    return sums;
+}
+
+}  // namespace
+
+KlStats kl_stats(std::span<const float> target_logits, std::span<const float> draft_logits) {
+    // KL = Σ p (log p - log q) = Σ ea (ta - tb) / Σ ea - log Σ ea + log Σ eb.
+    const PairSums s = pair_sums(target_logits, draft_logits);
     // Rounding can leave a tiny negative value where p == q; KL itself is never negative.
-    double kl = std::max(0.0, horizontal_sum(total_ea_dt) / sum_ea - std::log(sum_ea) + std::log(sum_eb));
+    double kl = std::max(0.0, s.sum_ea_dt / s.sum_ea - std::log(s.sum_ea) + std::log(s.sum_eb));
 
     // q = 0 (a -inf draft logit) under p > 0 makes the KL infinite. The sum above catches it where ea > 0
     // (tb = -inf gives an infinite term); this also catches a p(v) > 0 that underflowed to ea = 0.
     // -inf draft logits only come from truncation, so the extra pass only runs for truncated rows.
-    if (horizontal_min(min_b) == kMinusInf) {
-        for (size_t v = 0; v < n; ++v) {
+    if (s.min_draft == kMinusInf) {
+        for (size_t v = 0; v < target_logits.size(); ++v) {
             if (draft_logits[v] == kMinusInf && target_logits[v] != kMinusInf)
                 kl = std::numeric_limits<double>::infinity();
         }
     }
     return {
-        .target_log_normalizer = max_target + std::log(sum_ea),
-        .draft_log_normalizer = max_draft + std::log(sum_eb),
-        .target_max_probability = 1.0 / sum_ea,
+        .target_log_normalizer = s.max_target + std::log(s.sum_ea),
+        .draft_log_normalizer = s.max_draft + std::log(s.sum_eb),
+        .target_max_probability = 1.0 / s.sum_ea,
         .kl = kl,
     };
 }
@@ -252,12 +266,8 @@ double js_divergence(std::span<const float> target_logits, std::span<const float
     // ln 2 - softplus(-d), so JS = ln 2 - ½ Σ [p softplus(d) + q softplus(-d)] (Σp = Σq = 1): no log of a
     // ratio, and disjoint supports give ln 2 exactly. p = ea / Sa with ea = exp(logit - max), as in kl_stats,
     // so that the normalizers enter d once, as one double difference; a zero probability contributes 0.
-    const KlStats normalizers = kl_stats(target_logits, draft_logits);
-    const float max_target = row_max(target_logits);
-    const float max_draft = row_max(draft_logits);
-    const double log_sum_ea = normalizers.target_log_normalizer - max_target;
-    const double log_sum_eb = normalizers.draft_log_normalizer - max_draft;
-    const auto offset = static_cast<float>(log_sum_ea - log_sum_eb);
+    const PairSums s = pair_sums(target_logits, draft_logits);
+    const auto offset = static_cast<float>(std::log(s.sum_ea) - std::log(s.sum_eb));
     const size_t n = target_logits.size();
     DoubleVec total_a{};
     DoubleVec total_b{};
@@ -265,8 +275,8 @@ double js_divergence(std::span<const float> target_logits, std::span<const float
         FloatVec sum_a{};
         FloatVec sum_b{};
         for (size_t i = block; i < std::min(n, block + kBlock); i += kWidth) {
-            const FloatVec ta = load(target_logits, i) - max_target;
-            const FloatVec tb = load(draft_logits, i) - max_draft;
+            const FloatVec ta = load(target_logits, i) - s.max_target;
+            const FloatVec tb = load(draft_logits, i) - s.max_draft;
             const FloatVec ea = exp_nonpositive(ta);
             const FloatVec eb = exp_nonpositive(tb);
             const FloatVec d = (tb - ta) + offset;
@@ -276,7 +286,7 @@ double js_divergence(std::span<const float> target_logits, std::span<const float
         add_block(total_a, sum_a);
         add_block(total_b, sum_b);
     }
-    const double sum_terms = horizontal_sum(total_a) / std::exp(log_sum_ea) + horizontal_sum(total_b) / std::exp(log_sum_eb);
+    const double sum_terms = horizontal_sum(total_a) / s.sum_ea + horizontal_sum(total_b) / s.sum_eb;
     return std::clamp(std::log(2.0) - sum_terms / 2, 0.0, std::log(2.0));
 }
 
