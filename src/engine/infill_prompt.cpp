@@ -65,7 +65,7 @@ std::vector<int32_t> infill_prompt(const Model& model, const InfillInput& input,
         extra.size(), static_cast<size_t>(std::max<int64_t>(0, int64_t(budget.n_ctx) - budget.n_batch - 2 * int64_t(budget.n_predict))));
 
     Tokens out(extra.end() - static_cast<std::ptrdiff_t>(extra_take), extra.end());
-    if (model.adds_bos() && model.bos_token()) out.push_back(*model.bos_token());
+    if (const std::optional<int32_t> bos = model.prompt_bos_token()) out.push_back(*bos);
     out.push_back(*fim.prefix);
     out.insert(out.end(), prefix.end() - static_cast<std::ptrdiff_t>(prefix_take), prefix.end());
     append(out, prompt);

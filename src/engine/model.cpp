@@ -231,7 +231,6 @@ std::optional<int32_t> Model::prompt_bos_token() const {
 }
 std::optional<int32_t> Model::eos_token() const { return unless_null(llama_vocab_eos(vocab_)); }
 std::optional<int32_t> Model::pad_token() const { return unless_null(llama_vocab_pad(vocab_)); }
-bool Model::adds_bos() const { return llama_vocab_get_add_bos(vocab_); }
 
 Model::FimTokens Model::fim_tokens() const {
     return {unless_null(llama_vocab_fim_pre(vocab_)), unless_null(llama_vocab_fim_suf(vocab_)),

@@ -68,8 +68,6 @@ public:
     std::optional<int32_t> bos_token() const;
     std::optional<int32_t> eos_token() const;
     std::optional<int32_t> pad_token() const;
-    // Whether a prompt gets the BOS token (the vocabulary's add_bos flag).
-    bool adds_bos() const;
     // The fill-in-the-middle tokens the vocabulary has (llama.cpp finds them by id or by text, such as
     // Qwen2.5-Coder's <|fim_prefix|>); `repo` and `file_separator` mark Qwen's repo-level layout.
     struct FimTokens {
