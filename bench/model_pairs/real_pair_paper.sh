@@ -32,9 +32,9 @@ PAIR_PARALLEL=(-np "${KLSPEC_PAIR_PARALLEL:-3}")
 SWEEP=(-m "$TARGET" -md "$DRAFT" "${DECODE[@]}" "${PAIR_PARALLEL[@]}" --draft-max 16 --no-plots)
 
 source bench/lib/stages.sh
-bench_alone() {  # bench_alone NAME MODEL DATASET [FLAGS]: klspec bench; its outputs and summary kept under OUT
+bench_alone() {  # bench_alone NAME MODEL DATASET [FLAGS]: klspec bench, resumed; its outputs and summary under OUT
   local name=$1 model=$2 dataset=$3; shift 3
-  "$KLSPEC" bench -m "$model" "$@" --dataset "$dataset" "${DECODE[@]}" --outputs "$OUT/$name.jsonl" --json \
+  "$KLSPEC" bench -m "$model" "$@" --dataset "$dataset" "${DECODE[@]}" --outputs "$OUT/$name.jsonl" --resume --json \
     > "$OUT/$name.json"
 }
 
@@ -43,10 +43,11 @@ stage vanilla-humaneval bench_alone vanilla-humaneval "$TARGET" humaneval -md "$
   --draft-policy fixed "${PAIR_PARALLEL[@]}"
 python3 - "$OUT/target-humaneval.jsonl" "$OUT/vanilla-humaneval.jsonl" <<'PY'
 import json, sys
-alone, pair = ([json.loads(line) for line in open(path)] for path in sys.argv[1:])
-differ = [a["id"] for a, p in zip(alone, pair) if a["text"] != p["text"]]
+alone, pair = ({row["id"]: row for row in map(json.loads, open(path))} for path in sys.argv[1:])
+differ = [i for i in alone if alone[i]["text"] != pair[i]["text"]]
 print(f"vanilla γ 16 against target-only: {len(alone) - len(differ)} of {len(alone)} answers equal; "
-      f"pass@1 {sum(a['correct'] for a in alone)} and {sum(p['correct'] for p in pair)}; differ: {differ}")
+      f"pass@1 {sum(a['correct'] for a in alone.values())} and {sum(p['correct'] for p in pair.values())}; "
+      f"differ: {differ}")
 PY
 stage target-mbpp bench_alone target-mbpp "$TARGET" mbpp-plus "${ALONE_PARALLEL[@]}"
 stage draft-humaneval bench_alone draft-humaneval "$DRAFT" humaneval "${ALONE_PARALLEL[@]}"

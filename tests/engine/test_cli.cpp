@@ -108,6 +108,36 @@ TEST(Cli, BenchParallelGivesTheSameOutputs) {
     EXPECT_EQ(texts[0], texts[1]);
 }
 
+// An interrupted bench keeps the rows it wrote: --resume decodes only the other problems (a line cut by the
+// interrupt among them), counts every row in the accuracy and leaves the file in problem order.
+TEST(Cli, BenchResumesFromItsOutputsFile) {
+    const std::string outputs = test::temp_path("bench-resume.jsonl");
+    const std::string bench = test::kCli + " bench --dataset " + test::kWordTestSet + " --limit 5 -n 320 -t 1 -np 2 --json --outputs " + outputs;
+    const test::CommandResult full = test::run_command(bench);
+    ASSERT_EQ(full.exit_code, 0) << full.errors;
+    std::vector<std::string> lines;
+    {
+        std::ifstream in(outputs);
+        for (std::string line; std::getline(in, line);) lines.push_back(line);
+    }
+    ASSERT_EQ(lines.size(), 5u);
+    for (size_t i = 0; i < lines.size(); ++i) EXPECT_EQ(nlohmann::json::parse(lines[i]).at("index"), i);
+    std::ofstream(outputs, std::ios::trunc) << lines[3] << "\n" << lines[0] << "\n" << lines[1].substr(0, 20);
+
+    const test::CommandResult resumed = test::run_command(bench + " --resume");
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.errors;
+    const nlohmann::json summary = nlohmann::json::parse(resumed.output);
+    EXPECT_EQ(summary.at("resumed"), 2);
+    EXPECT_EQ(summary.at("accuracy"), nlohmann::json::parse(full.output).at("accuracy"));
+    std::vector<std::string> again;
+    std::ifstream in(outputs);
+    for (std::string line; std::getline(in, line);) again.push_back(line);
+    ASSERT_EQ(again.size(), 5u);
+    for (size_t i = 0; i < again.size(); ++i)
+        EXPECT_EQ(nlohmann::json::parse(again[i]).at("text"), nlohmann::json::parse(lines[i]).at("text")) << i;
+    EXPECT_NE(test::run_command(test::kCli + " bench --resume --limit 1").exit_code, 0);  // --resume needs --outputs
+}
+
 TEST(Cli, TraceWritesOneRecordPerJudgedPosition) {
     const std::string trace = test::temp_path("trace.jsonl");
     const test::CommandResult r = test::run_command(test::kCli + " generate -m " + test::kTargetModel + " -md " +
