@@ -31,17 +31,23 @@ void run_mine(const MineOptions& options) {
     run.context.hidden_states = true;
     run.context.n_sequences = 2;  // continuations on one, teacher-forced passes on the other (mine_problem)
     DecodingSession session = open_session(run);
-    prepare_prompts(problems, options.dataset, options.prompt, session);
+    relax_until_answer(session, prepare_prompts(problems, options.dataset, options.prompt, session), options.run.judge);
     if (!session.draft) throw Error("mining needs a draft model (-md)");
+    // Responses end where a decoded answer ends, and only the positions a judge may relax are labelled.
+    MiningOptions mining = options.mining;
+    mining.stop_strings = session.generation.stop_strings;
+    mining.span = session.generation.judge_span;
 
     const nlohmann::json meta = {{"target", session.target->path()},
                                  {"draft", session.draft->path()},
                                  {"dataset", options.dataset.name_or_path},
                                  {"draft_hidden_size", session.draft->n_embd()},
                                  {"target_hidden_size", session.target->n_embd()},
-                                 {"max_tokens", options.mining.max_tokens},
-                                 {"temperature", options.mining.temperature},
-                                 {"seed", options.mining.seed}};
+                                 {"max_tokens", mining.max_tokens},
+                                 {"stop", mining.stop_strings},
+                                 {"judge_span", mining.span.to_string()},
+                                 {"temperature", mining.temperature},
+                                 {"seed", mining.seed}};
     MiningWriter writer(options.out_dir, meta);
     const size_t already = writer.finished_problems().size();
     if (already) std::fprintf(stderr, "mine: resuming %s: %zu problems already mined\n", options.out_dir.c_str(), already);
@@ -52,10 +58,10 @@ void run_mine(const MineOptions& options) {
     for (const Problem& problem : problems) {
         if (writer.finished_problems().contains(problem.id)) continue;
         const auto t0 = std::chrono::steady_clock::now();
-        const ProblemMining mining = mine_problem(*session.decoder, problem, options.mining);
-        writer.append(problem, mining, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-        mismatches += mining.mismatches.size();
-        for (const MinedMismatch& m : mining.mismatches) important += m.important;
+        const ProblemMining mined = mine_problem(*session.decoder, problem, mining);
+        writer.append(problem, mined, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        mismatches += mined.mismatches.size();
+        for (const MinedMismatch& m : mined.mismatches) important += m.important;
         progress.update(++done, fmt::format("{} mismatches ({} important), {:.2f} mismatches/s", mismatches,
                                             important, double(mismatches) / progress.elapsed_seconds()));
     }
@@ -89,6 +95,7 @@ void register_mine_command(CLI::App& app) {
     add_model_options(*cmd, options->run);
     add_dataset_options(*cmd, options->dataset, /*with_limit=*/true);
     add_prompt_options(*cmd, options->prompt);
+    add_judge_span_option(*cmd, options->run.judge);
     cmd->add_option("--out", options->out_dir,
                     "Directory for labels.jsonl, features.f32, problems.jsonl, meta.json; an existing one is resumed")
         ->required();

@@ -239,12 +239,21 @@ void add_judge_options(CLI::App& app, JudgeOptions& judge, bool with_rule) {
                    "kl rule: relax only where the target's top probability is <= m (1 disables the mask)")
         ->capture_default_str();
     app.add_option("--judge-head", judge.head_path, "AutoJudge head file (JSON, see docs/autojudge-head.md)");
+    add_judge_span_option(app, judge);
+}
+
+void add_judge_span_option(CLI::App& app, JudgeOptions& judge) {
     app.add_option_function<std::string>(
-           "--judge-span", [&judge](const std::string& spec) { judge.span = JudgeSpan::parse(spec); },
+           "--judge-span",
+           [&judge](const std::string& spec) {
+               judge.span = JudgeSpan::parse(spec);
+               judge.span_given = true;
+           },
            "Where the rule may relax; outside, every draft token gets the exact test: all (default), "
            "until:STRING (until the output contains STRING, e.g. until:\"The answer is\"), think (the reasoning "
            "span between the markers of the model's chat template, e.g. <think> ... </think>), "
-           "think:OPEN,CLOSE (markers given)")
+           "think:OPEN,CLOSE (markers given). sweep, mine and calibrate on gsm8k, mmlu-pro and math500 default to "
+           "until the benchmark's answer marker, so that the answer and what follows it stay the target's own")
         ->option_text("SPAN=all");
 }
 
@@ -361,6 +370,11 @@ PromptFormat prepare_prompts(std::vector<Problem>& problems, const DatasetChoice
     std::vector<std::string>& stops = session.generation.stop_strings;
     stops.insert(stops.end(), format.stop_strings.begin(), format.stop_strings.end());
     return format;
+}
+
+void relax_until_answer(DecodingSession& session, const PromptFormat& format, const JudgeOptions& judge) {
+    if (judge.span_given || format.answer_marker.empty()) return;
+    session.generation.judge_span = JudgeSpan::parse("until:" + format.answer_marker);
 }
 
 void normalize_llama_style_flags(int argc, char** argv) {

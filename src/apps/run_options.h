@@ -48,6 +48,8 @@ void add_generation_options(CLI::App& app, GenerationOptions& generation);
 // The judge flags: the rule and its knobs (with_rule), and the settings any rule may read (confidence
 // mask, head file, FLy window).
 void add_judge_options(CLI::App& app, JudgeOptions& judge, bool with_rule);
+// --judge-span alone (add_judge_options has it too), for commands that take a span but no rule.
+void add_judge_span_option(CLI::App& app, JudgeOptions& judge);
 
 // add_model_options, add_generation_options, add_judge_options, --trace and --cost-trace: a decoding command's
 // flags.
@@ -72,6 +74,11 @@ DecodingSession open_session(const RunOptions& options);
 // benchmark's stop strings to session.generation.
 PromptFormat prepare_prompts(std::vector<Problem>& problems, const DatasetChoice& dataset, const PromptOptions& prompt,
                              DecodingSession& session);
+// sweep, mine and calibrate (issue 62): unless --judge-span was given, rules relax only before the benchmark's
+// answer marker (PromptFormat::answer_marker): the answer's own tokens stay the target's, and so does its stop,
+// where a relaxed token would let the output run on past the answer with MAT counting it (AutoJudge's labels
+// never mark a token after the answer important).
+void relax_until_answer(DecodingSession& session, const PromptFormat& format, const JudgeOptions& judge);
 
 // llama.cpp spells some long flags with one dash (-md, -ngl, -np); CLI11 wants two. Rewrites them in place.
 void normalize_llama_style_flags(int argc, char** argv);

@@ -40,6 +40,7 @@ DecodingSession open_sweep_session(const SweepRunOptions& options, const std::ve
                                         "not have: drop it or the ngram types of --spec-type",
                                         point.label(), point.rule));
     format = prepare_prompts(problems, options.dataset, options.prompt, session);
+    relax_until_answer(session, format, options.run.judge);
     return session;
 }
 

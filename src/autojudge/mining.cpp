@@ -18,6 +18,7 @@ ProblemMining mine_problem(SpeculativeDecoder& decoder, const Problem& problem, 
     // keeps its cells for the next, and the teacher-forced passes run on the last id (with one id they
     // overwrite them, and each continuation prefills the prompt again).
     generation.cache_prompt = true;
+    generation.stop_strings = options.stop_strings;
     const int32_t pass_id = decoder.n_sequences() - 1;
 
     // The target's continuation of `prefix` (prompt included): vanilla speculative decoding, which is
@@ -48,9 +49,13 @@ ProblemMining mine_problem(SpeculativeDecoder& decoder, const Problem& problem, 
     ForwardResult draft_pass = decoder.forward(ModelRole::Draft, sequence, /*with_hidden=*/false, pass_id, P - 1);
     ++mining.forward_passes;
 
+    SpanTracker span(options.span);
+    int32_t fed = 0;  // response tokens fed to `span`; those before i never change (a swap changes i and after)
     for (int32_t i = 0; P + i < static_cast<int32_t>(sequence.size()); ++i) {
         const int32_t d = argmax(draft_pass.logits_row(P + i - 1));
         if (d == sequence[static_cast<size_t>(P + i)]) continue;
+        for (; fed < i; ++fed) span.feed(target.piece(sequence[static_cast<size_t>(P + fed)], true));
+        if (!SpanTracker(span).feed_and_check(target.piece(d, true))) continue;  // no judge may relax d here
 
         // Swap d in and let the target go on from there (nothing to continue after an end token).
         std::vector<int32_t> swapped(sequence.begin(), sequence.begin() + P + i);

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/judge_span.h"
 #include "engine/speculative_decoder.h"
 #include "eval/dataset.h"
 
@@ -27,6 +28,12 @@ struct MiningOptions {
     // seed (the paper's label-consistency analysis, Fig. 4). The original response is always greedy.
     float temperature = 0.0f;
     uint64_t seed = 0;
+    // The benchmark's stop strings: the response and every continuation end where a decoded answer would (text
+    // after them would add only mismatches that cannot change the answer).
+    std::vector<std::string> stop_strings;
+    // Only mismatches where a judge may relax are labelled: inside the span both before and after d, as the
+    // decoder checks (SpanTracker::feed_and_check).
+    JudgeSpan span;
 };
 
 struct MinedMismatch {

@@ -58,7 +58,7 @@ MiningWriter::MiningWriter(const std::string& dir, const nlohmann::json& meta) :
     if (fs::exists(root / "meta.json")) {
         const nlohmann::json old = read_json_file(root / "meta.json");
         for (const char* key : {"format", "target", "draft", "draft_hidden_size", "target_hidden_size", "max_tokens",
-                                "temperature", "seed"})
+                                "temperature", "seed", "stop", "judge_span"})
             if (old.value(key, nlohmann::json()) != stored.value(key, nlohmann::json()))
                 throw Error(fmt::format("{} holds a mining run with {} = {}, this run has {}: use another --out",
                                         dir, key, old.value(key, nlohmann::json()).dump(),

@@ -36,6 +36,8 @@ struct JudgeOptions {
     // Where the rule may relax (every rule; outside, the exact test). Not part of the Judge object: the
     // decoder follows it per sequence (GenerationOptions::judge_span).
     JudgeSpan span;
+    // --judge-span was given: a command's own default span (sweep and mine: until the benchmark's answer) yields.
+    bool span_given = false;
 };
 
 // Whether a rule takes a knob.

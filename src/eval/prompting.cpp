@@ -78,6 +78,9 @@ struct Convention {
     // Qwen2.5-Coder report and EvalPlus's leaderboard score instruct models: the task fenced after the
     // instruction, the assistant's turn opened with kEvalPlusResponse, the answer ending at the code's fence.
     bool evalplus_chat = false;
+    // Where the answer starts in an output: the scorer reads what follows it (core/answer_scoring.h). None for
+    // code, whose whole output is the answer.
+    std::string answer_marker;
 };
 
 constexpr std::string_view kEvalPlusInstruction =
@@ -89,15 +92,15 @@ constexpr std::string_view kEvalPlusResponse =
 Convention convention_of(const std::string& dataset, const std::string& family) {
     if (dataset == "gsm8k")
         return {"Solve the math problem step by step. End with \"The answer is N.\" where N is the final number.",
-                "Question: ", "\nAnswer:", 8, {"\n\nQuestion:"}};
+                "Question: ", "\nAnswer:", 8, {"\n\nQuestion:"}, false, "The answer is"};
     if (dataset == "mmlu-pro")
         return {fmt::format("The following are multiple choice questions (with answers) about {}. Think step by step and "
                             "then finish your answer with \"the answer is (X)\" where X is the correct letter choice.",
                             family),
-                "Question: ", "\nAnswer: Let's think step by step.", 5, {"\n\nQuestion:"}};
+                "Question: ", "\nAnswer: Let's think step by step.", 5, {"\n\nQuestion:"}, false, "answer is"};
     if (dataset == "math500" || dataset == "math500-hard")
         return {"Solve the problem step by step, and put your final answer within \\boxed{}.", "Problem:\n",
-                "\n\nSolution:", 0, {"\n\nProblem:"}};
+                "\n\nSolution:", 0, {"\n\nProblem:"}, false, "\\boxed{"};
     if (dataset == "humaneval")  // plain: the prompt is continued as code; Codex's stop sequences end the function
         return {"", "", "", 0, {"\nclass ", "\ndef ", "\n#", "\nif __name__", "\nprint("}, true};
     if (dataset == "mbpp-plus")  // the prompt holds EvalPlus's instruction already
@@ -137,6 +140,7 @@ PromptFormat format_prompts(std::vector<Problem>& problems, const std::string& d
         throw Error(fmt::format("--few-shot: klspec has exemplars for gsm8k and mmlu-pro only, not {}", dataset));
     if (!format.chat) format.stop_strings = base.stops;
     if (format.chat && base.evalplus_chat) format.stop_strings = {"\n```"};
+    format.answer_marker = base.answer_marker;
 
     const std::optional<ChatTemplate> chat_template =
         format.chat ? std::optional<ChatTemplate>(std::in_place, target, "") : std::nullopt;

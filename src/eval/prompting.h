@@ -25,6 +25,9 @@ struct PromptFormat {
     bool chat = false;
     int few_shot = 0;
     std::vector<std::string> stop_strings;  // to add to the generation's
+    // Where the benchmark's answer starts in an output ("The answer is", "answer is", "\\boxed{"); empty for code,
+    // whose whole output is the answer. sweep and mine relax only before it by default (relax_until_answer).
+    std::string answer_marker;
 };
 
 // Rewrites each problem's prompt for its benchmark (`dataset` names it: gsm8k, mmlu-pro, math500,

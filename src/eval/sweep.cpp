@@ -343,6 +343,25 @@ std::map<std::string, const PointSummary*> best_within_loss(const std::vector<Po
     return best;
 }
 
+namespace {
+// Where the sweep's rules could relax (sweep.json's judge_span; absent in a sweep that relaxed everywhere), which
+// decides what MAT and the relaxed tokens count: said under the table.
+std::string judge_span_note(const fs::path& settings_path) {
+    std::ifstream in(settings_path);
+    const nlohmann::json settings = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    const std::string span = settings.is_object() ? settings.value("judge_span", "all") : "all";
+    if (span == "all")
+        return "\nJudge span all: the rules could relax any token, the paper's setting (MAT counts every emitted token, "
+               "up to the stop string).\n";
+    if (span.starts_with("until:"))
+        return fmt::format("\nJudge span {}: the rules relaxed only before the answer marker; the answer and what follows "
+                           "it are the target's own tokens (MAT counts every emitted token, up to the stop string).\n",
+                           span);
+    return fmt::format("\nJudge span {}: the rules relaxed only inside it; elsewhere every token is the target's own.\n",
+                       span);
+}
+}  // namespace
+
 std::string write_sweep_summary(const std::string& dir, const std::vector<PointSummary>& summaries) {
     if (summaries.empty()) throw Error("sweep: nothing to summarise");
     const PointSummary& vanilla = summaries.front();
@@ -410,6 +429,7 @@ std::string write_sweep_summary(const std::string& dir, const std::vector<PointS
     if (!idle_points.empty())
         table << fmt::format("\n⚠ relaxed nothing, so decoded as vanilla: {} (the rule never fired at that setting)\n",
                              fmt::join(idle_points, ", "));
+    table << judge_span_note(fs::path(dir) / "sweep.json");
     nlohmann::json best = nlohmann::json::object();
     table << "\nBest MAT within 1 point of vanilla's accuracy:";
     for (const auto& [rule, s] : best_within_loss(summaries, 0.01)) {

@@ -132,6 +132,45 @@ TEST(Mining, SwapsThatCannotChangeTheAnswerAreUnimportantAndAdopted) {
     EXPECT_EQ(mined.final_response[size_t(last.position)], last.draft_token);
 }
 
+// What `klspec mine` gives a benchmark (issue 62): its stop strings end the response where a decoded answer
+// ends, and only positions a judge may relax (inside the span, until the answer marker) are labelled. Here the
+// stop is "." and the marker " = ", which the testbed's working passes early: without them the response runs
+// on past the stop and the tokens after the marker are mined too.
+TEST(Mining, ResponsesEndAtTheStopAndOnlyTheJudgeSpanIsLabelled) {
+    const Model target(test::kDefaultTarget);
+    const Model draft(test::kDefaultDraft);
+    SpeculativeDecoder decoder(target, &draft, mining_context());
+    const std::vector<Problem> problems = read_problems(test::kWordTestSet, 2);
+    const std::string stop = ".", marker = " = ";
+    MiningOptions everywhere;
+    everywhere.max_tokens = 100;
+    MiningOptions stopped = everywhere, spanned = everywhere;
+    stopped.stop_strings = {stop};
+    spanned.span = JudgeSpan::parse("until:" + marker);
+    const auto text_before = [&](const ProblemMining& mined, const MinedMismatch& m) {
+        return target.text(std::span(mined.final_response).first(size_t(m.position)));
+    };
+    size_t ran_on = 0, labelled_after_marker = 0;
+    for (const Problem& problem : problems) {
+        const ProblemMining all = mine_problem(decoder, problem, everywhere);
+        const std::string all_text = target.text(all.final_response);
+        const size_t stop_at = all_text.find(stop);
+        ran_on += stop_at != std::string::npos && stop_at + stop.size() < all_text.size();
+        for (const MinedMismatch& m : all.mismatches) labelled_after_marker += text_before(all, m).find(marker) != std::string::npos;
+
+        // A stop, if reached, ends the response: no text before its last token holds one (a swapped-in
+        // continuation may also run to -n without one).
+        const std::vector<int32_t> response = mine_problem(decoder, problem, stopped).final_response;
+        ASSERT_FALSE(response.empty());
+        EXPECT_EQ(target.text(std::span(response).first(response.size() - 1)).find(stop), std::string::npos) << problem.id;
+        const ProblemMining in_span = mine_problem(decoder, problem, spanned);
+        for (const MinedMismatch& m : in_span.mismatches)
+            EXPECT_EQ(text_before(in_span, m).find(marker), std::string::npos) << problem.id << " @" << m.position;
+    }
+    ASSERT_GT(ran_on, 0u);                 // the stop string has something to stop
+    ASSERT_GT(labelled_after_marker, 0u);  // and the span something to leave out
+}
+
 // An interrupted run (rows of a half-mined problem on disk) resumes to exactly what one run writes.
 TEST(Mining, ResumesAfterAnInterruptToTheSameRows) {
     const auto read_file = [](const std::string& path) {

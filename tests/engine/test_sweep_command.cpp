@@ -233,8 +233,23 @@ TEST(SweepCommand, EveryDatasetRunsEndToEnd) {
         const nlohmann::json summary = nlohmann::json::parse(r.output.substr(r.output.rfind("\n{") + 1));
         EXPECT_EQ(summary["points"][0]["examples"], 2) << name;
         EXPECT_EQ(summary["points"][1]["examples"], 2) << name;
+        // The rules relax until the benchmark's answer marker by default (issue 62); JSONL files and code relax
+        // everywhere.
+        const std::map<std::string, std::string> marker = {{"gsm8k", "until:The answer is"},
+                                                           {"mmlu-pro", "until:answer is"},
+                                                           {"math500", "until:\\boxed{"},
+                                                           {"math500-hard", "until:\\boxed{"}};
+        const nlohmann::json settings = nlohmann::json::parse(std::ifstream(out + "/sweep.json"));
+        EXPECT_EQ(settings.value("judge_span", "all"), marker.contains(name) ? marker.at(name) : "all") << name;
     }
     if (names.size() == 2) GTEST_SKIP() << "../shared/datasets is absent: only the testbed files ran";
+    // A span given on the command line wins over the benchmark's.
+    const std::string out = test::temp_path("sweep-span-given");
+    const test::CommandResult r = test::run_command(
+        test::kCli + " sweep -m " + test::kTargetModel + " -md " + test::kDraftQ4 + " --dataset gsm8k --data-dir " +
+        datasets + " --limit 1 -n 8 -t 1 --few-shot 0 --rules kl:1 --no-plots --judge-span all --out " + out);
+    ASSERT_EQ(r.exit_code, 0) << r.errors;
+    EXPECT_FALSE(nlohmann::json::parse(std::ifstream(out + "/sweep.json")).contains("judge_span"));
 }
 
 }  // namespace

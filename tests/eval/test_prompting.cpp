@@ -105,6 +105,29 @@ TEST(Prompting, SkipLeavesOutTheFirstProblemsBeforeTheLimit) {
     EXPECT_THROW(choice.load(), Error);
 }
 
+// The answer marker (where sweep and mine stop relaxing by default) is where each benchmark's scorer reads the
+// answer: text after it decides the score. Code has none: its whole output is the answer.
+TEST(Prompting, AnswerMarkersAreWhereTheScorersReadTheAnswer) {
+    const Model model(test::kTargetModel);
+    const struct {
+        std::string dataset;
+        Scorer scorer;
+        std::string answer_text;  // what follows the marker
+        std::string answer;
+    } benchmarks[] = {{"gsm8k", Scorer::Gsm8k, " 42.", "42"},
+                      {"mmlu-pro", Scorer::MmluPro, " (C).", "C"},
+                      {"math500", Scorer::Math, "\\frac{1}{3}}$.", "\\frac{1}{3}"}};
+    for (const auto& b : benchmarks) {
+        std::vector<Problem> problems{{"0", "question", "gold", b.scorer, ""}};
+        const PromptFormat format = format_prompts(problems, b.dataset, kDatasets, {ChatMode::Off, 0}, model);
+        ASSERT_FALSE(format.answer_marker.empty()) << b.dataset;
+        const std::string working = "Step 1 gives 7 (B) and 9. So ";
+        EXPECT_EQ(extract_answer(b.scorer, working + format.answer_marker + b.answer_text), b.answer) << b.dataset;
+    }
+    std::vector<Problem> code{{"HumanEval/0", "def f():\n", std::nullopt, Scorer::Gsm8k, ""}};
+    EXPECT_EQ(format_prompts(code, "humaneval", kDatasets, {ChatMode::Off, {}}, model).answer_marker, "");
+}
+
 TEST(Prompting, MmluProPlainPromptHasItsCategorysFiveExemplarsAndOptions) {
     if (!std::filesystem::exists(kDatasets + "/mmlu_pro/validation.jsonl")) GTEST_SKIP() << test::kNoSharedDatasets;
     const Model model(test::kTargetModel);

@@ -175,6 +175,24 @@ TEST(SweepSummary, PointsThatRelaxedNothingAreFlagged) {
     EXPECT_FALSE(summary["points"][2]["relaxed_nothing"]);
 }
 
+// Where the rules could relax decides what MAT and the relaxed tokens count, so the table says it: the sweep's
+// stored judge span (absent: everywhere, as in sweeps stored before spans existed).
+TEST(SweepSummary, TheTableSaysWhereTheRulesCouldRelax) {
+    const std::vector<SweepPoint> points = parse_sweep_points({"kl:2"}, {});
+    const std::vector<SweepExample> examples = {example("vanilla", "0", true, 10, 5, 0.1),
+                                                example("kl:2", "0", true, 10, 4, 0.1)};
+    const std::string everywhere = test::temp_path("summary-span-all");
+    SweepStore(everywhere, {{"n", 1}});
+    EXPECT_NE(write_sweep_summary(everywhere, summarize_sweep(points, examples))
+                  .find("Judge span all: the rules could relax any token, the paper's setting"),
+              std::string::npos);
+    const std::string until_answer = test::temp_path("summary-span-until");
+    SweepStore(until_answer, {{"n", 1}, {"judge_span", "until:The answer is"}});
+    EXPECT_NE(write_sweep_summary(until_answer, summarize_sweep(points, examples))
+                  .find("Judge span until:The answer is: the rules relaxed only before the answer marker"),
+              std::string::npos);
+}
+
 // Speeds compare only within one run: a point decoded on another machine or day than vanilla's, or in several
 // runs, is marked in the tokens/s column; the store stamps what it appends with this run.
 TEST(SweepSummary, TokensPerSecondFromOtherRunsAreMarked) {
