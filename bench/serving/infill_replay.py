@@ -48,7 +48,8 @@ CPU (lscpu) is printed above the table.
   bench/serving/infill_replay.py --limit 200                   # the real pair (scripts/fetch-real-model.sh)
   bench/serving/infill_replay.py -m T.gguf -md D.gguf -c 2048 --source bench/lib/bench_common.py --limit 4
 
---json prints one JSON object (the settings, the commands, the summary and every request's record) instead.
+--json prints one JSON object (the settings, the commands, the summary and every request's record) instead,
+--json-out FILE writes it beside the table.
 Exit status 1 on bad input, a server that does not start or an HTTP error (one line on stderr), and with
 --check when an answer that must be equal is not. Standard library only.
 """
@@ -567,6 +568,7 @@ def main():
                         "answer of the mixed run the vanilla run's (answers cut by t_max_predict_ms: on their "
                         "common length)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    parser.add_argument("--json-out", metavar="FILE", help="also write that JSON object to FILE")
     parser.add_argument("--requests-only", action="store_true",
                         help="print the session's requests, one JSON object a line ({kind, where, body}), and exit: "
                         "no server is started")
@@ -637,6 +639,11 @@ def main():
               "servers": servers, "independence": ind, "ratios": ratios(servers),
               "check_failures": failures if args.check else [],
               "records": {name: records for name, (records, _) in runs.items()}}
+    if args.json_out:
+        try:
+            Path(args.json_out).write_text(json.dumps(report) + "\n")
+        except OSError as error:
+            fail(f"--json-out: {error}")
     if args.json:
         print(json.dumps(report))
     else:
