@@ -70,7 +70,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))  # bench/lib: bench_common, llama_bench_lib
-from bench_common import ROOT, Server, cpu_header  # noqa: E402
+from bench_common import ROOT, Server, cpu_header, fmt, print_cpu_and_commands  # noqa: E402
 from serve_load import percentile  # noqa: E402
 
 PROG = "infill_replay"
@@ -458,15 +458,8 @@ def independence(runs, settings):
     return out
 
 
-def fmt(value, spec):
-    return "-" if value is None else format(value, spec)
-
-
 def print_report(report):
-    print("CPU:")
-    print("\n".join(report["cpu"]))
-    for name, command in report["commands"].items():
-        print(f"{name}: {command}")
+    print_cpu_and_commands(report["cpu"], report["commands"])
     a = report["args"]
     print(f"\n{report['n_fim']} typed-line requests ({', '.join(a['source'])}; n_predict {a['n_predict']}, "
           f"t_max_predict_ms {a['t_max_predict_ms']}, greedy) and {report['n_ring']} background ring updates; "
