@@ -26,8 +26,9 @@ The servers, each started by the script on a free loopback port, one after anoth
 `-c` (default 32768), `-b` (1024), `--cache-reuse 256` and `--no-repack` as scripts/serve-fim.sh, -t threads:
   klspec JUDGE          `klspec serve -m TARGET -md DRAFT`, every request naming the judge (--judges, default
                         vanilla and kl:0.3; judges are request fields, so one server command serves them all)
-  klspec mixed          the same server, the judges alternating request by request: each answer must equal
-                        that of its judge's own run (no request's output depends on another request's judge)
+  klspec mixed          the same server, the judges alternating request by request: each answer is compared
+                        with that of its judge's own run (no request's output may depend on another request's
+                        judge; a lossy judge's only under a fixed gamma, see --check)
   llama-server γG       llama-server -m TARGET -md DRAFT --spec-type draft-simple --spec-draft-n-max G -np 1
                         -ub B (--llama-gammas, default 4,16)
   llama-server          llama-server -m TARGET -np 1: no draft
@@ -359,22 +360,27 @@ def warm_up(url, timeout):
 def replay(name, command, judges, events, args):
     """Starts the server, sends the session; returns (its records, the command line)."""
     records, n_fim = [], 0
-    with Server(command, name, timeout=args.start_timeout) as server:
-        try:
-            warm_up(server.url, args.request_timeout)
-            for kind, body, where in events:
-                if kind == "fim" and judges:
-                    body = {**body, **judges[n_fim % len(judges)]}
-                seconds, answer = post(server.url, "/infill", body, args.request_timeout)
-                record = {"kind": kind, "where": where, "seconds": seconds}
-                if kind == "fim":
-                    record.update(request=n_fim, judge=body.get("judge"), **answer)
-                    n_fim += 1
-                else:
-                    record.update(answer)
-                records.append(record)
-        except (OSError, RuntimeError, ValueError) as error:
-            fail(f"{name}: request {n_fim} ({len(records)} sent): {error}; its log ends {server.log_tail()}")
+    try:
+        with Server(command, name, timeout=args.start_timeout) as server:
+            try:
+                warm_up(server.url, args.request_timeout)
+                for kind, body, where in events:
+                    if kind == "fim" and judges:
+                        body = {**body, **judges[n_fim % len(judges)]}
+                    seconds, answer = post(server.url, "/infill", body, args.request_timeout)
+                    record = {"kind": kind, "where": where, "seconds": seconds}
+                    if kind == "fim":
+                        record.update(request=n_fim, judge=body.get("judge"), **answer)
+                        n_fim += 1
+                    else:
+                        record.update(answer)
+                    records.append(record)
+            except (OSError, RuntimeError, ValueError) as error:
+                fail(f"{name}: request {n_fim} ({len(records)} sent): {error}; its log ends {server.log_tail()}")
+    except SystemExit as stop:  # bench_common.Server's own message when the server does not start
+        if isinstance(stop.code, str) and stop.code.startswith("bench: "):
+            fail(stop.code.removeprefix("bench: "))
+        raise
     return records, shlex.join(command).replace(str(ROOT) + "/", "")
 
 
@@ -575,6 +581,8 @@ def main():
         judge_fields(setting)
     if args.limit < 0 or args.n_predict < 0 or args.t_max_predict_ms < 0 or args.ctx_size < 1 or args.batch_size < 1:
         fail("--limit, --n-predict and --t-max-predict-ms must be >= 0, -c and -b >= 1")
+    if args.json_out and not Path(args.json_out).resolve().parent.is_dir():
+        fail(f"--json-out {args.json_out}: no such folder")
     if any(g < 1 for g in args.llama_gammas):
         fail("--llama-gammas must be >= 1")
     events = session(args)  # before the models: bad input fails at once

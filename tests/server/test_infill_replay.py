@@ -114,8 +114,11 @@ def test_table_and_errors(sources):
     assert done.returncode == 0, done.stderr
     assert "Model name" in done.stdout and "latency p50" in done.stdout
     assert any(line.startswith("klspec vanilla ") for line in done.stdout.splitlines())
+    not_gguf = os.path.join(os.path.dirname(sources[0]), "not.gguf")
+    Path(not_gguf).write_text("not a model\n")
     for flags, message in ((["--source", "/nonexistent.py"], "no such file"), (["--judges", "kl"], "bad setting"),
-                           (["-m", "/nonexistent.gguf"], "no such model file")):
+                           (["-m", "/nonexistent.gguf"], "no such model file"),
+                           (["-m", not_gguf], "klspec vanilla exited (1)")):
         done = replay(sources, *flags)
         assert done.returncode == 1 and done.stderr.startswith("infill_replay: error: ") and message in done.stderr
         assert len(done.stderr.strip().splitlines()) == 1 and not done.stdout
