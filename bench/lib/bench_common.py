@@ -62,6 +62,19 @@ def cpu_header():
     return lines
 
 
+def fmt(value, spec):
+    """value formatted by spec, '-' for None (a figure a server did not report)."""
+    return "-" if value is None else format(value, spec)
+
+
+def print_cpu_and_commands(cpu_lines, commands):
+    """The head of a report: the CPU (cpu_header()'s lines), then each server's command line by name."""
+    print("CPU:")
+    print("\n".join(cpu_lines))
+    for name, command in commands.items():
+        print(f"{name}: {command}")
+
+
 # llama-server's flags in llama.cpp de3ff815: -md loads the draft but only --spec-type draft-simple makes it
 # speculate (without it the server decodes target-only), --spec-draft-n-max its gamma (the old --draft-max is
 # removed), -td the draft's threads, -np the slots; its -c is the whole context, split among the slots (klspec

@@ -47,7 +47,8 @@ import urllib.parse
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))  # bench/lib: bench_common, llama_bench_lib
-from bench_common import ROOT, TESTBED_DRAFT, TESTBED_TARGET, Server, cpu_header, llama_server_args  # noqa: E402
+from bench_common import (ROOT, TESTBED_DRAFT, TESTBED_TARGET, Server, cpu_header, fmt,  # noqa: E402
+                          llama_server_args, print_cpu_and_commands)
 from serve_load import request_headers
 
 SYSTEM = "You are a helpful assistant. You tell short stories for children and solve small arithmetic problems."
@@ -233,15 +234,8 @@ def summarize(runs, args):
     return per_turn, ratios
 
 
-def fmt(value, spec):
-    return "-" if value is None else format(value, spec)
-
-
 def print_table(summary):
-    print("CPU:")
-    print("\n".join(summary["cpu"]))
-    for which, command in summary["commands"].items():
-        print(f"{which}: {command}")
+    print_cpu_and_commands(summary["cpu"], summary["commands"])
     a = summary["args"]
     print(f"{a['conversations']} conversation(s) of {a['turns']} turns, {a['concurrency']} at once, max_tokens "
           f"{a['max_tokens']}, temperature 0, {a['repeats']} repeats interleaved; medians over repeats and "
