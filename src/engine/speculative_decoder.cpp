@@ -167,8 +167,10 @@ Sequence SpeculativeDecoder::start(int32_t id, std::vector<int32_t> prompt_token
     if (ngram_) ngram_->begin(id, seq.tokens_);
     seq.target_cached_ = to_int(seq.tokens_.size()) - 1;
     seq.draft_cached_ = draft_reused;
-    seq.finished_ = seq.options_.max_tokens == 0;
     seq.generation_start_ = Clock::now();
+    // Nothing to generate (llama.vim's background requests pre-evaluate a chunk so): finished now, and with
+    // cache_prompt its prompt's cells stay as the id's kept prompt, as any finished sequence's.
+    if (seq.options_.max_tokens == 0) finish(seq, StepCallback(), {});
     return seq;
 }
 

@@ -563,6 +563,27 @@ TEST(Step, PromptCacheReusesTheSharedPrefixAndDecodesTheSame) {
     EXPECT_EQ(cached.cached_tokens(1), 0);
 }
 
+// A request that generates nothing (llama.vim's background /infill, n_predict 0, sent to pre-evaluate the
+// context of the next one) leaves its prompt's cells kept for the id's next prompt.
+TEST(Step, APromptWithNothingToGenerateKeepsItsCells) {
+    const Model target(test::kTargetModel, test::offload());
+    const Model draft(test::kDraftQ4, test::offload());
+    SpeculativeDecoder decoder(target, &draft, test_context(2));
+    GenerationOptions nothing = greedy(0, 8);
+    nothing.cache_prompt = true;
+    const std::vector<int32_t> context = target.tokenize("Once upon a time, there was a little girl named Lily.", true, true);
+    Sequence seq = decoder.start(1, context, nothing);
+    EXPECT_TRUE(seq.finished());
+    EXPECT_TRUE(seq.take_result().tokens.empty());
+    EXPECT_EQ(decoder.cached_tokens(1), int32_t(context.size()) - 1);
+
+    std::vector<int32_t> next = context;
+    for (const int32_t token : target.tokenize(" She liked to play.", false, true)) next.push_back(token);
+    GenerationOptions options = greedy(16, 8);
+    options.cache_prompt = true;
+    EXPECT_EQ(run_to_end(decoder, 1, next, options).stats.prompt_cached_tokens, int64_t(context.size()) - 1);
+}
+
 // A prompt that shares only the start of what an id keeps and then departs from it: exactly the shared prefix
 // is reused, never the first cell that differs, and the output is what a fresh decoder gives.
 TEST(Step, PromptCacheStopsAtTheFirstDifferingToken) {
