@@ -314,16 +314,15 @@ def default_llama_server():
 
 def server_runs(args):
     """(name, command, per-request judge fields or None, role) for every server run, in order."""
-    common = ["-c", str(args.ctx_size), "-b", str(args.batch_size), "--cache-reuse", "256", "--no-repack",
-              "-t", str(args.threads)]
-    klspec = [args.klspec, "serve", "-m", args.model, "-md", args.model_draft, *common,
+    common = ["-c", str(args.ctx_size), "-b", str(args.batch_size), "--cache-reuse", "256", "-t", str(args.threads)]
+    klspec = [args.klspec, "serve", "-m", args.model, "-md", args.model_draft, *common, "--no-repack",
               *shlex.split(args.klspec_args)]
     runs = [(f"klspec {s}", klspec, [judge_fields(s)], "judge") for s in args.judges]
     if len(args.judges) > 1:
         runs.append(("klspec mixed", klspec, [judge_fields(s) for s in args.judges], "mixed"))
     if args.llama_server:
         llama = [args.llama_server, "-m", args.model, "-np", "1", "-ub", str(args.batch_size), "--no-webui", *common,
-                 *shlex.split(args.llama_server_args)]
+                 *([] if args.llama_repack else ["--no-repack"]), *shlex.split(args.llama_server_args)]
         for gamma in args.llama_gammas:
             runs.append((f"llama-server γ{gamma}", llama + ["-md", args.model_draft, "-td", str(args.threads),
                                                              "--spec-type", "draft-simple",
@@ -560,6 +559,10 @@ def main():
     parser.add_argument("--seed", type=int, default=0, help="the editor's random choices (default %(default)s)")
     parser.add_argument("--klspec-args", default="", help="more klspec serve flags")
     parser.add_argument("--llama-server-args", default="", help="more llama-server flags")
+    parser.add_argument("--llama-repack", action="store_true",
+                        help="llama-server loads both models repacked, its default and what its --fim-qwen presets run "
+                             "(faster on CPUs with repacked kernels; its greedy answers may then leave klspec's at near "
+                             "ties): for latency against llama-server at its best")
     parser.add_argument("--start-timeout", type=float, default=300, help="seconds a server may take to start")
     parser.add_argument("--request-timeout", type=float, default=600, help="seconds a request may take")
     parser.add_argument("--check", action="store_true",

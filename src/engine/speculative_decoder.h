@@ -85,6 +85,9 @@ std::string_view to_string(StopReason reason);
 struct GenerationResult {
     std::string text;
     std::vector<int32_t> tokens;  // generated tokens, the stop token excluded
+    // The end-of-generation token that ended it (stop_reason EndOfGeneration), else -1. llama-server's /infill and
+    // /completion list it among their tokens and count it as predicted.
+    int32_t end_of_generation_token = -1;
     std::vector<TokenLogprobs> logprobs;  // one per token when options.logprobs is set
     StopReason stop_reason = StopReason::MaxTokens;
     GenerationStats stats;

@@ -177,6 +177,7 @@ size_t SpeculativeDecoder::append_until_stop(Sequence& seq) {
     for (const int32_t token : seq.emitted_) {
         if (target_.is_end_of_generation(token)) {
             result.stop_reason = StopReason::EndOfGeneration;
+            result.end_of_generation_token = token;
             seq.finished_ = true;
             break;
         }

@@ -297,16 +297,22 @@ struct InfillAnswer {
     json tokens(std::span<const int32_t> ids) const {
         return return_tokens ? json(std::vector<int32_t>(ids.begin(), ids.end())) : json::array();
     }
+    // Upstream counts and lists the end-of-generation token as a predicted one (its text is empty).
+    static std::vector<int32_t> predicted_tokens(const GenerationResult& result) {
+        std::vector<int32_t> ids = result.tokens;
+        if (result.end_of_generation_token >= 0) ids.push_back(result.end_of_generation_token);
+        return ids;
+    }
     // A stream's final object carries no text or tokens: its partial objects had them (as upstream).
     json final_json(const GenerationResult& result, bool streamed) const {
         const GenerationStats& stats = result.stats;
         const json answer = {{"index", 0},
                              {"content", streamed ? "" : result.text},
-                             {"tokens", streamed ? json::array() : tokens(result.tokens)},
+                             {"tokens", streamed ? json::array() : tokens(predicted_tokens(result))},
                              {"id_slot", slot},
                              {"stop", true},
                              {"model", model},
-                             {"tokens_predicted", stats.emitted},
+                             {"tokens_predicted", std::ssize(predicted_tokens(result))},
                              {"tokens_evaluated", prompt_tokens},
                              {"generation_settings", settings()},
                              {"prompt", prompt_text},
@@ -722,6 +728,11 @@ void Server::handle_completion(Endpoint endpoint, const httplib::Request& http_r
                                  predicted += std::ssize(delta.tokens);
                                  std::string events;
                                  if (!delta.text.empty() || !delta.tokens.empty()) events = sse(answer.partial_json(delta, predicted));
+                                 if (result && result->end_of_generation_token >= 0) {  // upstream's partial for it
+                                     Delta end;
+                                     end.tokens = {result->end_of_generation_token};
+                                     events += sse(answer.partial_json(end, ++predicted));
+                                 }
                                  if (result) {
                                      answer.log(result->stats);
                                      events += sse(answer.final_json(*result, true));

@@ -8,7 +8,9 @@ tokens, the same assembled prompt and the same counts, plain and streamed, with 
 errors (a model without FIM tokens gives the same body), bad input leaves the slot usable, and a moving
 window of extra context is reused by KV shift as llama-server's --cache-reuse does (the same cache_n, the same answer).
 
-Environment: KLSPEC_CLI, KLSPEC_LLAMA_SERVER, KLSPEC_INFILL_TARGET, KLSPEC_INFILL_DRAFT, KLSPEC_STORIES_GGUF.
+Environment: KLSPEC_CLI, KLSPEC_LLAMA_SERVER, KLSPEC_INFILL_TARGET, KLSPEC_INFILL_DRAFT, KLSPEC_STORIES_GGUF;
+KLSPEC_INFILL_CASES (comma-separated indices into cases(): the real-pair label runs three of them on the real
+1.5B target, where each costs seconds) and KLSPEC_INFILL_THREADS (default 1).
 """
 import http.client
 import json
@@ -28,7 +30,8 @@ TARGET = os.environ["KLSPEC_INFILL_TARGET"]
 DRAFT = os.environ["KLSPEC_INFILL_DRAFT"]
 STORIES = os.environ["KLSPEC_STORIES_GGUF"]
 # The same context, batch and default token limit on both: /infill's budget splits them.
-COMMON = ["-c", "2048", "-b", "512", "-n", "64", "-t", "1"]
+COMMON = ["-c", "2048", "-b", "512", "-n", "64", "-t", os.environ.get("KLSPEC_INFILL_THREADS", "1")]
+CASES = [int(i) for i in os.environ["KLSPEC_INFILL_CASES"].split(",")] if "KLSPEC_INFILL_CASES" in os.environ else None
 N_PREDICT = 24
 
 SOURCE = '''import math
@@ -133,8 +136,9 @@ def klspec_server(log_dir, name, model, *extra):
 
 def llama_server(log_dir, name, model, *extra):
     port = free_port()
-    return Server([LLAMA_SERVER, "-m", model, "--port", str(port), "-np", "1", "--no-webui", *extra, *COMMON],
-                  log_dir, name, port)
+    # Unrepacked as klspec loads a target (its default): a quantized target then runs the same kernels in both.
+    return Server([LLAMA_SERVER, "-m", model, "--port", str(port), "-np", "1", "--no-webui", "--no-repack", *extra,
+                   *COMMON], log_dir, name, port)
 
 
 @pytest.fixture(scope="module")
@@ -175,7 +179,7 @@ def cases():
 
 def test_greedy_infill_equals_llama_server(servers):
     klspec, llama = servers
-    bodies = cases()
+    bodies = cases() if CASES is None else [cases()[i] for i in CASES]
     kinds = {"streamed": 0, "extra": 0, "over budget": 0}
     for body in bodies:
         ours, theirs = infill(klspec.port, body), infill(llama.port, body)
@@ -183,7 +187,10 @@ def test_greedy_infill_equals_llama_server(servers):
         assert ours["tokens_evaluated"] == theirs["tokens_evaluated"]
         assert ours["tokens"] == theirs["tokens"], (body, ours["content"], theirs["content"])
         assert ours["content"] == theirs["content"]
-        assert len(ours["tokens"]) == N_PREDICT and ours["stop_type"] == theirs["stop_type"] == "limit"
+        assert ours["stop_type"] == theirs["stop_type"]
+        # The random-weight model never ends an answer: every comparison spans N_PREDICT tokens. A real one may.
+        assert ours["stop_type"] in (["limit"] if CASES is None else ["limit", "eos"])
+        assert ours["stop_type"] != "limit" or len(ours["tokens"]) == N_PREDICT
         # The repo-level layout; over the budget the chunks keep their end, the current file's header.
         assert "<|file_sep|>filename\n<|fim_prefix|>" in ours["prompt"] and ours["prompt"].endswith("<|fim_middle|>")
         assert ours["prompt"].startswith("<|repo_name|>myproject\n") or ours["tokens_evaluated"] > 1024
@@ -191,7 +198,10 @@ def test_greedy_infill_equals_llama_server(servers):
         kinds["extra"] += "<|file_sep|>lib/" in ours["prompt"]
         kinds["over budget"] += len(body["input_prefix"]) > 3000 or len(body.get("input_extra", [])) == len(FILES)
     print(f"{len(bodies)} requests equal to llama-server's: {kinds}")
-    assert len(bodies) >= 20 and kinds["streamed"] >= 5 and kinds["extra"] >= 10 and kinds["over budget"] >= 2
+    if CASES is None:
+        assert len(bodies) >= 20 and kinds["streamed"] >= 5 and kinds["extra"] >= 10 and kinds["over budget"] >= 2
+    else:
+        assert kinds["streamed"] >= 1 and kinds["extra"] >= 1
 
 
 def test_n_indent_and_response_fields_as_llama_server(servers):
