@@ -6,6 +6,11 @@ against every fixed one. Greedy, `-t 2`, `-n 256`; the runs are interleaved over
 setting's tokens/s is the median of its passes (its ratio to target-only: the median of the per-pass ratios).
 
   /usr/bin/python3 bench/speed/ngram_drafting.py [--limit 60] [--rounds 3] [--work ~/.cache/klspec/ngram]
+      [--models TARGET,DRAFT] [--dataset NAME|FILE] [--data-dir DIR] [-n 256] [--settings 0,1,4,...]
+
+--models runs another pair (e.g. the real pair: scripts/fetch-real-model.sh qwen2.5-coder-1.5b / -0.5b) and
+--dataset a benchmark by name (humaneval, mbpp-plus, ...: EvalPlus's chat prompts); the settings without the
+draft model (n-gram drafts alone) load the target only. --settings picks rows of the table by index.
 
 Each `klspec bench` run is kept under --work (its JSON summary) and reused by a rerun, so an interrupted
 run resumes. Prints a Markdown table with the machine (lscpu) above it.
@@ -33,11 +38,19 @@ SETTINGS = [  # name, flags
 ]
 
 
-def bench(work, round_, index, flags, limit, dataset):
+def uses_draft_model(flags):
+    return "--spec-type" not in flags or "draft-simple" in flags[flags.index("--spec-type") + 1]
+
+
+def bench(work, round_, index, flags, a):
     summary = work / f"r{round_}-s{index}.json"
     if not summary.exists():
-        cmd = [ROOT / "build" / "klspec", "bench", "--dataset", dataset, "--limit", limit, "-n", 256, "-t", 2,
-               *flags, "--json"]
+        models = []
+        if a.models:
+            target, draft = a.models.split(",")
+            models = ["-m", target] + (["-md", draft] if uses_draft_model(flags) else [])
+        cmd = [ROOT / "build" / "klspec", "bench", *models, "--dataset", a.dataset, "--data-dir", a.data_dir,
+               "--limit", a.limit, "-n", a.n_predict, "-t", 2, *flags, "--json"]
         done = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, check=True)
         summary.write_text(done.stdout)
     return json.loads(summary.read_text())
@@ -54,16 +67,24 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--limit", type=int, default=60)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--dataset", type=Path, default=ROOT / "data" / "testbed_word_test.jsonl")
+    ap.add_argument("--dataset", default=str(ROOT / "data" / "testbed_word_test.jsonl"))
+    ap.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "datasets"))
+    ap.add_argument("--models", default="", help="TARGET,DRAFT (default: the default pair)")
+    ap.add_argument("-n", "--n-predict", type=int, default=256)
+    ap.add_argument("--settings", default="", help="comma-separated row indices (default: all; 0 is target-only)")
     ap.add_argument("--work", type=Path, default=Path.home() / ".cache" / "klspec" / "ngram")
     a = ap.parse_args()
     a.work.mkdir(parents=True, exist_ok=True)
-    runs = [[bench(a.work, r, i, flags, a.limit, a.dataset) for i, (_, flags) in enumerate(SETTINGS)]
-            for r in range(a.rounds)]
-    print(f"{machine()}; {a.dataset.name}, first {a.limit} problems, {a.rounds} interleaved passes\n")
+    picked = [int(i) for i in a.settings.split(",")] if a.settings else list(range(len(SETTINGS)))
+    if picked[0] != 0:
+        picked.insert(0, 0)  # the ratios are to target-only
+    settings = [SETTINGS[i] for i in picked]
+    runs = [[bench(a.work, r, i, SETTINGS[i][1], a) for i in picked] for r in range(a.rounds)]
+    print(f"{machine()}; {Path(a.dataset).name} {a.models}, first {a.limit} problems, -n {a.n_predict}, "
+          f"{a.rounds} interleaved passes\n")
     print("| setting | MAT | acceptance | n-gram drafted / accepted | mean γ | accuracy | tokens/s | × target-only |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for i, (name, _) in enumerate(SETTINGS):
+    for i, (name, _) in enumerate(settings):
         s = runs[0][i]["stats"]
         speed = statistics.median(r[i]["stats"]["tokens_per_second"] for r in runs)
         ratio = statistics.median(r[i]["stats"]["tokens_per_second"] / r[0]["stats"]["tokens_per_second"] for r in runs)
