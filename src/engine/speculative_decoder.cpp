@@ -169,8 +169,16 @@ Sequence SpeculativeDecoder::start(int32_t id, std::vector<int32_t> prompt_token
     seq.draft_cached_ = draft_reused;
     seq.generation_start_ = Clock::now();
     // Nothing to generate (llama.vim's background requests pre-evaluate a chunk so): finished now, and with
-    // cache_prompt its prompt's cells stay as the id's kept prompt, as any finished sequence's.
-    if (seq.options_.max_tokens == 0) finish(seq, StepCallback(), {});
+    // cache_prompt its prompt's cells stay as the id's kept prompt, as any finished sequence's. Such a request is
+    // off the editor's critical path, so the draft catches up here too: the next request's first drafted step
+    // would otherwise prefill the whole gap in the draft while the user waits.
+    if (seq.options_.max_tokens == 0) {
+        if (draft_ctx_ && cache && !seq.draft_unreadable_ && seq.options_.draft_policy != DraftPolicy::Off) {
+            Sequence* const self[] = {&seq};
+            prefill_draft_gaps(self);
+        }
+        finish(seq, StepCallback(), {});
+    }
     return seq;
 }
 

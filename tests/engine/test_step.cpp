@@ -564,7 +564,7 @@ TEST(Step, PromptCacheReusesTheSharedPrefixAndDecodesTheSame) {
 }
 
 // A request that generates nothing (llama.vim's background /infill, n_predict 0, sent to pre-evaluate the
-// context of the next one) leaves its prompt's cells kept for the id's next prompt.
+// context of the next one) leaves its prompt's cells kept for the id's next prompt, in both models.
 TEST(Step, APromptWithNothingToGenerateKeepsItsCells) {
     const Model target(test::kTargetModel, test::offload());
     const Model draft(test::kDraftQ4, test::offload());
@@ -574,6 +574,7 @@ TEST(Step, APromptWithNothingToGenerateKeepsItsCells) {
     const std::vector<int32_t> context = target.tokenize("Once upon a time, there was a little girl named Lily.", true, true);
     Sequence seq = decoder.start(1, context, nothing);
     EXPECT_TRUE(seq.finished());
+    EXPECT_EQ(seq.result().stats.draft_prefilled_tokens, int64_t(context.size()) - 1);  // the draft caught up too
     EXPECT_TRUE(seq.take_result().tokens.empty());
     EXPECT_EQ(decoder.cached_tokens(1), int32_t(context.size()) - 1);
 
@@ -581,7 +582,9 @@ TEST(Step, APromptWithNothingToGenerateKeepsItsCells) {
     for (const int32_t token : target.tokenize(" She liked to play.", false, true)) next.push_back(token);
     GenerationOptions options = greedy(16, 8);
     options.cache_prompt = true;
-    EXPECT_EQ(run_to_end(decoder, 1, next, options).stats.prompt_cached_tokens, int64_t(context.size()) - 1);
+    const GenerationResult answer = run_to_end(decoder, 1, next, options);
+    EXPECT_EQ(answer.stats.prompt_cached_tokens, int64_t(context.size()) - 1);
+    EXPECT_LT(answer.stats.draft_prefilled_tokens, int64_t(next.size() - context.size()) + 1);  // its own part only
 }
 
 // A prompt that shares only the start of what an id keeps and then departs from it: exactly the shared prefix
