@@ -297,22 +297,19 @@ struct InfillAnswer {
     json tokens(std::span<const int32_t> ids) const {
         return return_tokens ? json(std::vector<int32_t>(ids.begin(), ids.end())) : json::array();
     }
-    // Upstream counts and lists the end-of-generation token as a predicted one (its text is empty).
-    static std::vector<int32_t> predicted_tokens(const GenerationResult& result) {
-        std::vector<int32_t> ids = result.tokens;
-        if (result.end_of_generation_token >= 0) ids.push_back(result.end_of_generation_token);
-        return ids;
-    }
-    // A stream's final object carries no text or tokens: its partial objects had them (as upstream).
+    // A stream's final object carries no text or tokens: its partial objects had them (as upstream). Upstream
+    // counts and lists the end-of-generation token as a predicted one (its text is empty).
     json final_json(const GenerationResult& result, bool streamed) const {
         const GenerationStats& stats = result.stats;
+        std::vector<int32_t> predicted = result.tokens;
+        if (result.end_of_generation_token >= 0) predicted.push_back(result.end_of_generation_token);
         const json answer = {{"index", 0},
                              {"content", streamed ? "" : result.text},
-                             {"tokens", streamed ? json::array() : tokens(predicted_tokens(result))},
+                             {"tokens", streamed ? json::array() : tokens(predicted)},
                              {"id_slot", slot},
                              {"stop", true},
                              {"model", model},
-                             {"tokens_predicted", std::ssize(predicted_tokens(result))},
+                             {"tokens_predicted", std::ssize(predicted)},
                              {"tokens_evaluated", prompt_tokens},
                              {"generation_settings", settings()},
                              {"prompt", prompt_text},
