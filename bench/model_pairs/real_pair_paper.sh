@@ -3,8 +3,8 @@
 # Qwen2.5-Coder-0.5B-Instruct, both from PyPI (scripts/fetch-real-model.sh). Every stage is a klspec command
 # whose results stay under OUT; a finished stage is skipped on a rerun and a sweep resumes where it stopped, so
 # the whole runs in slices. Ordered by what each adds, so that a run cut short answers the first questions:
-#   1. target-humaneval, vanilla-humaneval   target-only greedy pass@1 on all 164 HumanEval problems, EvalPlus's
-#                    chat prompt (klspec bench, no draft), against the published 70.7; then the pair at γ 16 fixed,
+#   1. humaneval-target-and-vanilla   target-only greedy pass@1 on all 164 HumanEval problems, EvalPlus's
+#                    chat prompt (klspec bench, no draft), against the published 70.7; and the pair at γ 16 fixed,
 #                    and where its answers leave target-only's (greedy exactness by default: docs/real-pair.md)
 #   2. target-mbpp, draft-*   the same on all 399 MBPP+ problems (published 59.4), and the 0.5B draft alone
 #                    (published 61.6 and 43.7)
@@ -40,17 +40,27 @@ bench_alone() {  # bench_alone NAME MODEL DATASET [FLAGS]: klspec bench, resumed
     > "$OUT/$name.json"
 }
 
-stage target-humaneval bench_alone target-humaneval "$TARGET" humaneval "${ALONE_PARALLEL[@]}"
-stage vanilla-humaneval bench_alone vanilla-humaneval "$TARGET" humaneval -md "$DRAFT" --draft-max 16 \
-  --draft-policy fixed "${PAIR_PARALLEL[@]}"
-python3 - "$OUT/target-humaneval.jsonl" "$OUT/vanilla-humaneval.jsonl" <<'PY'
+# Target-only and vanilla take turns on slices of 16 problems, so that a run cut short still compares both on the
+# same problems; the comparison is printed after each slice.
+compare_with_target() {  # compare_with_target: vanilla's answers against target-only's, on the problems both decoded
+  python3 - "$OUT/target-humaneval.jsonl" "$OUT/vanilla-humaneval.jsonl" <<'PY'
 import json, sys
 alone, pair = ({row["id"]: row for row in map(json.loads, open(path))} for path in sys.argv[1:])
-differ = [i for i in alone if alone[i]["text"] != pair[i]["text"]]
-print(f"vanilla γ 16 against target-only: {len(alone) - len(differ)} of {len(alone)} answers equal; "
-      f"pass@1 {sum(a['correct'] for a in alone.values())} and {sum(p['correct'] for p in pair.values())}; "
-      f"differ: {differ}")
+both = [i for i in alone if i in pair]
+differ = [i for i in both if alone[i]["text"] != pair[i]["text"]]
+print(f"vanilla γ 16 against target-only: {len(both) - len(differ)} of {len(both)} answers equal; "
+      f"pass@1 {sum(alone[i]['correct'] for i in both)} and {sum(pair[i]['correct'] for i in both)}; differ: {differ}")
 PY
+}
+humaneval_both() {
+  for limit in $(seq 16 16 160) 164; do
+    bench_alone target-humaneval "$TARGET" humaneval --limit "$limit" "${ALONE_PARALLEL[@]}"
+    bench_alone vanilla-humaneval "$TARGET" humaneval --limit "$limit" -md "$DRAFT" --draft-max 16 \
+      --draft-policy fixed "${PAIR_PARALLEL[@]}"
+    compare_with_target
+  done
+}
+stage humaneval-target-and-vanilla humaneval_both
 stage target-mbpp bench_alone target-mbpp "$TARGET" mbpp-plus "${ALONE_PARALLEL[@]}"
 stage draft-humaneval bench_alone draft-humaneval "$DRAFT" humaneval "${ALONE_PARALLEL[@]}"
 stage draft-mbpp bench_alone draft-mbpp "$DRAFT" mbpp-plus "${ALONE_PARALLEL[@]}"
