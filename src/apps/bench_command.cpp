@@ -34,8 +34,9 @@ struct BenchOptions {
 // One finished problem as a JSONL row, scored when the problem has a final answer or tests (code
 // benchmarks: run in the sandbox; "answer" is "pass" or why it failed).
 nlohmann::json outcome_row(size_t index, const Problem& problem, const GenerationResult& result) {
-    nlohmann::json row = {{"index", index}, {"id", problem.id}, {"text", result.text}, {"stop_reason", to_string(result.stop_reason)},
-                          {"stats", stats_to_json(result.stats)}};
+    // The prompt as decoded (template, exemplars and instruction applied): another program can be given the same.
+    nlohmann::json row = {{"index", index}, {"id", problem.id}, {"prompt", problem.prompt}, {"text", result.text},
+                          {"stop_reason", to_string(result.stop_reason)}, {"stats", stats_to_json(result.stats)}};
     if (problem.gold || problem.code) {
         const ScoredOutput verdict = score_output(problem, result.text);
         row["answer"] = verdict.prediction ? nlohmann::json(*verdict.prediction) : nlohmann::json();
@@ -167,7 +168,7 @@ void register_bench_command(CLI::App& app) {
                     "Decode this many problems together (also -np): their drafts are verified in one target batch")
         ->capture_default_str()->check(CLI::Range(1, 64));
     cmd->add_option("--outputs", options->outputs_path,
-                    "Write each problem's text, answer and stats here (JSONL; a row is appended as each problem finishes, "
+                    "Write each problem's prompt (as decoded), text, answer and stats here (JSONL; a row is appended as each problem finishes, "
                     "the file is put in problem order at the end)");
     cmd->add_flag("--resume", options->resume,
                   "With --outputs: keep the problems the file already holds (an interrupted run's) and decode only the "

@@ -1,6 +1,7 @@
 // `klspec generate --json` end to end: the CLI reports what the library computes.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -88,6 +89,28 @@ TEST(Cli, BenchScoresADataset) {
     EXPECT_EQ(out.at("problems"), 5);
     EXPECT_EQ(out.at("accuracy").at("scored"), 5);
     EXPECT_GT(out.at("stats").at("mat").get<double>(), 1.0);
+}
+
+// Each outputs row carries the prompt as bench decoded it (exemplars and all): decoding that prompt again with
+// generate gives the row's text, so other programs can be measured on the same prompts.
+TEST(Cli, BenchOutputsHoldThePromptAsDecoded) {
+    const std::string datasets = std::string(KLSPEC_SHARED_DIR) + "/datasets";
+    if (!std::filesystem::exists(datasets + "/gsm8k/test.jsonl")) GTEST_SKIP() << "../shared/datasets is absent";
+    const std::string outputs = test::temp_path("bench-prompt.jsonl");
+    const test::CommandResult r = test::run_command(test::kCli + " bench --dataset gsm8k --data-dir " + datasets +
+                                                    " --limit 1 --few-shot 2 -n 24 -t 1 --outputs " + outputs);
+    ASSERT_EQ(r.exit_code, 0) << r.errors;
+    std::string line;
+    std::getline(std::ifstream(outputs) >> std::ws, line);
+    const nlohmann::json row = nlohmann::json::parse(line);
+    const std::string prompt = row.at("prompt").get<std::string>();
+    const std::string prompt_file = test::temp_path("bench-prompt.txt");
+    std::ofstream(prompt_file) << prompt;
+    const test::CommandResult again =
+        test::run_command(test::kCli + " generate -f " + prompt_file + " -n 24 -t 1 --json");
+    ASSERT_EQ(again.exit_code, 0) << again.errors;
+    const std::string text = nlohmann::json::parse(again.output).at("text").get<std::string>();
+    EXPECT_EQ(text.substr(0, row.at("text").get<std::string>().size()), row.at("text").get<std::string>()) << prompt;
 }
 
 // -np 4 verifies four problems per target batch; greedy outputs must not change.
