@@ -169,6 +169,7 @@ Model::Model(const std::string& path, const ModelOptions& options) : path_(path)
     if (!devices.empty()) params.devices = devices.data();
     constexpr int32_t kAllLayers = -1;  // llama.cpp: a negative count offloads every layer
     params.n_gpu_layers = options.gpu_layers.value_or(options.rpc_servers.empty() ? 0 : kAllLayers);
+    cpu_resident_ = params.n_gpu_layers == 0;
     params.vocab_only = options.vocab_only;
     params.use_extra_bufts = options.repack;
     g_llama_error.clear();

@@ -80,8 +80,12 @@ public:
     // The GGUF's chat template (tokenizer.chat_template), if it has one (engine/chat_template.h applies it).
     std::optional<std::string> chat_template() const;
 
+    // No layer offloaded: its attention runs on ggml's CPU backend (engine/context.cpp reads this).
+    bool cpu_resident() const { return cpu_resident_; }
+
 private:
     std::string path_;
+    bool cpu_resident_ = true;
     llama_model* model_ = nullptr;
     const llama_vocab* vocab_ = nullptr;
 };

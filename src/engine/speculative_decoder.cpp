@@ -94,6 +94,7 @@ SpeculativeDecoder::SpeculativeDecoder(const Model& target, const Model* draft, 
         n_draft_vocab_ = draft->n_vocab();
         ContextOptions draft_options = options;
         if (options.n_threads_draft > 0) draft_options.n_threads = options.n_threads_draft;
+        draft_options.batch_invariant_attention = false;  // its kernels move acceptance, never the output
         draft_ctx_ = std::make_unique<ModelContext>(*draft, draft_options);
     }
 }
