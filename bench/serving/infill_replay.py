@@ -32,8 +32,8 @@ The servers, each started by the script on a free loopback port, one after anoth
   llama-server γG       llama-server -m TARGET -md DRAFT --spec-type draft-simple --spec-draft-n-max G -np 1
                         -ub B (--llama-gammas, default 4,16)
   llama-server          llama-server -m TARGET -np 1: no draft
-klspec loads targets unrepacked by default; llama-server gets --no-repack so that both run the same target
-kernels (its --no-repack unrepacks the draft too, while klspec always repacks its draft: that moves the
+klspec loads targets unrepacked and caches their V in BF16 by default; llama-server gets --no-repack -ctv bf16
+so that both run the same target kernels (its --no-repack unrepacks the draft too, while klspec always repacks its draft: that moves the
 draft's speed and acceptance only, never a greedy answer).
 
 Per server it reports, over the typed-line requests (the background ones are counted apart): time to first
@@ -322,7 +322,7 @@ def server_runs(args):
         runs.append(("klspec mixed", klspec, [judge_fields(s) for s in args.judges], "mixed"))
     if args.llama_server:
         llama = [args.llama_server, "-m", args.model, "-np", "1", "-ub", str(args.batch_size), "--no-webui", *common,
-                 *([] if args.llama_repack else ["--no-repack"]), *shlex.split(args.llama_server_args)]
+                 *([] if args.llama_repack else ["--no-repack", "-ctv", "bf16"]), *shlex.split(args.llama_server_args)]
         for gamma in args.llama_gammas:
             runs.append((f"llama-server γ{gamma}", llama + ["-md", args.model_draft, "-td", str(args.threads),
                                                              "--spec-type", "draft-simple",
