@@ -268,7 +268,8 @@ def write_report(a, targets, curves, draft_curve, results, configs, tau, calibra
                                         text=True).stdout.strip()
     L = ["# Speed", "",
          "What speculation gains on this machine, per weight type of the target, every ratio measured side by side",
-         "in one run. Regenerate (25-50 minutes a pass on 2 cores, by CPU; resumes when interrupted):", "",
+         "in one run (the real Qwen2.5-Coder pair has its own report: `docs/speed-real-pair.md`). Regenerate",
+         "(25-50 minutes a pass on 2 cores, by CPU; resumes when interrupted):", "",
          "```", "/usr/bin/python3 bench/speed/speed_report.py", "```", "",
          f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, klspec {commit}, pinned llama.cpp de3ff815 "
          f"(llamafile sgemm on, as the default build), `-t {a.threads}`:", ""]

@@ -265,8 +265,11 @@ private:
     void choose_draft_lengths_for(std::span<Sequence* const> active);
     // The sequence as the cost model sees it, drafting with `drafter`.
     DraftCandidate draft_candidate(const Sequence& seq, DraftSource drafter, int32_t min_length, int32_t max_length) const;
-    // What a DraftProbe of the candidate would add to a target-only step, in target-only steps.
-    double probe_cost_in_steps(const DraftCandidate& candidate) const;
+    // What a DraftProbe of the candidate would add to a target-only step, in target-only steps: its draft and
+    // verification, and for the draft model the catch-up prefill of the `draft_gap` tokens its cache lacks.
+    double probe_cost_in_steps(const DraftCandidate& candidate, int32_t draft_gap) const;
+    // The draft's catch-up prefill per token: as timed so far, else (never timed) its one-token decode.
+    double draft_catch_up_seconds_per_token() const;
     // Times target batches up to the largest a step can send (every sequence drafting `draft_max`) and
     // draft batches up to one token per sequence, all of `token` on sequence `id` from the given positions
     // (the cells are removed afterwards): the cost model's starting curves.
@@ -347,6 +350,8 @@ private:
     ShapingScratch shaping_;              // scratch for top-k / top-p
     BatchCostCurve verify_costs_;         // measured at every target / draft llama_decode of a step
     BatchCostCurve draft_costs_;
+    double draft_catch_up_seconds_ = 0;  // prefill_draft_gaps' llama_decode time and tokens, all sequences
+    int64_t draft_catch_up_tokens_ = 0;
     bool costs_calibrated_ = false;
     TargetOnlyRetime target_only_retime_;
     // All sequences' drafting steps, per drafter, and the same by draft depth.
