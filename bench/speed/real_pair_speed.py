@@ -5,6 +5,7 @@ this machine. Writes docs/speed-real-pair.md.
 
   /usr/bin/python3 bench/speed/real_pair_speed.py [--limit 2] [--passes 2] [-n 384] [--gammas 2,4,8] [--tau 1]
       [--work ~/.cache/klspec/real-pair-speed] [--out docs/speed-real-pair.md] [--fresh] [--klspec build/klspec]
+      [--commit HASH]
 
   * The cost of a batch: llama-bench's curve (one decode of b = 1, 2, 3, 5, 9, 17 tokens; llama.cpp repacks the
     weights) for the target, and each draft's one token; and klspec's own costs from its cost traces (the target
@@ -136,6 +137,8 @@ def main():
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "speed-real-pair.md")
     ap.add_argument("--klspec", type=Path, default=ROOT / "build" / "klspec")
     ap.add_argument("--fresh", action="store_true")
+    ap.add_argument("--commit", help="the measured klspec's commit, for the header (default: the checkout's HEAD; name "
+                    "it when the kept measurements came from an earlier build)")
     a = ap.parse_args()
     gammas = [int(g) for g in a.gammas.split(",")]
     if not a.klspec.exists():
@@ -196,16 +199,17 @@ def main():
 
 
 def write_report(a, curves, results, per_pass, side, gammas):
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = a.commit or subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                        text=True).stdout.strip()
     base = results["target-only"]
     t1 = 1e3 * base["stats"]["seconds"]["decode"] / base["stats"]["emitted"]
     tps = {label: r["stats"]["tokens_per_second"] for label, r in results.items()}
     L = ["# Speed on the real pair", "",
          "What speculation gains with Qwen2.5-Coder-1.5B-Instruct (Q4_K_M) as the target and its 0.5B sibling as the draft",
          "(as shipped, and requantized to Q4_0 by `bench/model_pairs/real_pair_drafts.sh`), every ratio measured side by side",
-         "in one run on this machine. Regenerate (about an hour on 2 cores; resumes when interrupted):", "",
+         "in one run on this machine. Regenerate (half an hour on 2 cores at --limit 1; resumes when interrupted):", "",
          "```", "/usr/bin/python3 bench/speed/real_pair_speed.py", "```", "",
-         f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, klspec {commit}, pinned llama.cpp de3ff815, "
+         f"Written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} from measurements of klspec {commit} (kept under --work), pinned llama.cpp de3ff815, "
          f"`-t 2`, the first {a.limit} HumanEval and MBPP+ problems (EvalPlus's chat prompts, greedy, -n {a.n}), "
          f"{a.passes} interleaved passes, the machine otherwise idle:", ""]
     L += cpu_header() + [""]

@@ -56,6 +56,15 @@ protected:
         test::check_equal_up_to_near_tie(reference, result.tokens, label, divergences);
         return result;
     }
+
+    // 240 tokens of "Once upon a time" under Auto with t(b) = b ms and these draft costs.
+    GenerationResult compute_bound_decode(BatchCostCurve draft_costs) {
+        SpeculativeDecoder decoder(target, &draft, test_context());
+        decoder.set_step_costs(linear_curve(0.0, 1.0), std::move(draft_costs));
+        GenerationOptions options = automatic();
+        options.max_tokens = 240;
+        return decoder.generate("Once upon a time", options);
+    }
 };
 
 TEST_F(DraftPolicyTest, MemoryBoundCostsDraftLongAndStayLossless) {
@@ -68,11 +77,7 @@ TEST_F(DraftPolicyTest, MemoryBoundCostsDraftLongAndStayLossless) {
 TEST_F(DraftPolicyTest, ComputeBoundCostsDecodeTargetOnlyAndProbeAtTheirPrice) {
     // t(b) = b ms and a free draft: a probe (4 drafts, a verify of 5) costs 4 target-only steps, so it comes
     // after 4 / DraftProbe::kMaxShare = 134 of them, not after 8 (3 % of decoding, not 40 %).
-    SpeculativeDecoder decoder(target, &draft, test_context());
-    decoder.set_step_costs(linear_curve(0.0, 1.0), linear_curve(0.0, 0.0));
-    GenerationOptions options = automatic();
-    options.max_tokens = 240;
-    const GenerationResult result = decoder.generate("Once upon a time", options);
+    const GenerationResult result = compute_bound_decode(linear_curve(0.0, 0.0));
     const int64_t probes = result.stats.target_calls > 134 ? 1 : 0;
     std::cout << "[ probes   ] " << result.stats.target_calls << " target calls, " << result.stats.drafted << " drafted, "
               << result.stats.draft_prefilled_tokens << " prefilled by the draft\n";
@@ -86,11 +91,7 @@ TEST_F(DraftPolicyTest, AProbeThatMustCatchTheDraftUpOnEveryTokenIsNotWorthIt) {
     // last read (the prompt, the target-only steps), priced at its one-token cost until a catch-up is timed:
     // half a target-only step per token, more than the 3 % budget, so no probe ever comes (the real pair's
     // 0.5B lost 15-20 % of a HumanEval answer's decoding to one γ-4 probe's catch-up).
-    SpeculativeDecoder decoder(target, &draft, test_context());
-    decoder.set_step_costs(linear_curve(0.0, 1.0), linear_curve(0.5, 0.0));
-    GenerationOptions options = automatic();
-    options.max_tokens = 240;
-    const GenerationResult result = decoder.generate("Once upon a time", options);
+    const GenerationResult result = compute_bound_decode(linear_curve(0.5, 0.0));
     EXPECT_GT(result.stats.target_calls, 200);
     EXPECT_EQ(result.stats.target_only_steps, result.stats.target_calls);
     EXPECT_EQ(result.stats.drafted, 0);
