@@ -46,6 +46,11 @@ def free_port():
         return probe.getsockname()[1]
 
 
+def checkout_commit():
+    """The repository's HEAD, short: the build a report measured unless the caller names another."""
+    return run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"]).stdout.strip()
+
+
 def cpu_header():
     """The CPU as lscpu names it: Markdown list lines of the model name, CPU counts, cache sizes and SIMD."""
     out = run(["lscpu"]).stdout

@@ -24,7 +24,6 @@ report resumes.
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import time
 import urllib.request
@@ -35,7 +34,7 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE.parent / "lib"))  # bench/lib: bench_common, llama_bench_lib
 sys.path.insert(0, str(HERE))
 import llama_bench_lib as lb  # noqa: E402
-from bench_common import Server, cpu_header, llama_server_args, llama_speculative_simple, run  # noqa: E402
+from bench_common import Server, checkout_commit, cpu_header, llama_server_args, llama_speculative_simple, run  # noqa: E402
 from speed_report import Store, llama_curve, log, pooled  # noqa: E402
 
 DATASETS = ["humaneval", "mbpp-plus"]
@@ -199,8 +198,7 @@ def main():
 
 
 def write_report(a, curves, results, per_pass, side, gammas):
-    commit = a.commit or subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                                        text=True).stdout.strip()
+    commit = a.commit or checkout_commit()
     base = results["target-only"]
     t1 = 1e3 * base["stats"]["seconds"]["decode"] / base["stats"]["emitted"]
     tps = {label: r["stats"]["tokens_per_second"] for label, r in results.items()}
@@ -209,7 +207,8 @@ def write_report(a, curves, results, per_pass, side, gammas):
          "(as shipped, and requantized to Q4_0 by `bench/model_pairs/real_pair_drafts.sh`), every ratio measured side by side",
          "in one run on this machine. Regenerate (half an hour on 2 cores at --limit 1; resumes when interrupted):", "",
          "```", "/usr/bin/python3 bench/speed/real_pair_speed.py", "```", "",
-         f"Written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} from measurements of klspec {commit} (kept under --work), pinned llama.cpp de3ff815, "
+         f"Written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} from measurements of klspec {commit} "
+         "(kept under --work), pinned llama.cpp de3ff815, "
          f"`-t 2`, the first {a.limit} HumanEval and MBPP+ problems (EvalPlus's chat prompts, greedy, -n {a.n}), "
          f"{a.passes} interleaved passes, the machine otherwise idle:", ""]
     L += cpu_header() + [""]

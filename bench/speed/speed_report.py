@@ -26,7 +26,6 @@ against the GPU-enabled llama.cpp, and KLSPEC_LLAMA_INSTALL names that llama.cpp
 import argparse
 import json
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -35,7 +34,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE.parent / "lib"))  # bench/lib: bench_common, llama_bench_lib
 import llama_bench_lib as lb  # noqa: E402
-from bench_common import cpu_header, klspec_generate as generate_json, llama_speculative_simple, run  # noqa: E402
+from bench_common import checkout_commit, cpu_header, klspec_generate as generate_json, llama_speculative_simple, run  # noqa: E402
 
 KLSPEC = ROOT / "build" / "klspec"  # --klspec
 OFFLOAD = []  # --ngl N: ["-ngl", N] for every klspec and llama.cpp run
@@ -264,8 +263,7 @@ def main():
 
 
 def write_report(a, targets, curves, draft_curve, results, configs, tau, calibration, np_rows, spec_rows):
-    commit = a.commit or subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                                        text=True).stdout.strip()
+    commit = a.commit or checkout_commit()
     L = ["# Speed", "",
          "What speculation gains on this machine, per weight type of the target, every ratio measured side by side",
          "in one run (the real Qwen2.5-Coder pair has its own report: `docs/speed-real-pair.md`). Regenerate",
