@@ -24,11 +24,9 @@ mkdir -p "$OUT"
 DATA=(--data-dir "${KLSPEC_DATA_DIR:-../shared/datasets}")
 # EvalPlus's answers end at the code block's fence; 512 tokens hold every HumanEval canonical solution.
 DECODE=(-t 2 -n 512 "${DATA[@]}")
-# One problem at a time by default. Problems decoded together raise throughput, but on
-# this target they change greedy tokens (why is not found yet): target-only at -np 4 left -np 1's text in 2 of the first 5
-# HumanEval answers (docs/real-pair.md), so the exactness check compares -np 1 with -np 1. pass@1 alone may take
-# more (KLSPEC_ALONE_PARALLEL); keep a pair's batch under 64 query rows (3 x 17 at γ 16), where ggml's CPU flash
-# attention switches to its tiled path.
+# One problem at a time by default. Before the BF16 V cache, problems decoded together changed greedy tokens on this
+# target (ggml split one row's attention across threads, not a batch's: docs/real-pair.md); the exactness check
+# compares -np 1 with -np 1 until -np 4 is measured equal. pass@1 alone may take more (KLSPEC_ALONE_PARALLEL).
 ALONE_PARALLEL=(-np "${KLSPEC_ALONE_PARALLEL:-1}")
 PAIR_PARALLEL=(-np "${KLSPEC_PAIR_PARALLEL:-1}")
 SWEEP=(-m "$TARGET" -md "$DRAFT" "${DECODE[@]}" "${PAIR_PARALLEL[@]}" --draft-max 16 --no-plots)
