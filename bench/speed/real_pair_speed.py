@@ -221,7 +221,7 @@ def write_report(a, curves, results, per_pass, side, gammas):
         L.append(f"| draft {name} | {curves[name]['1']:.1f} (× target {curves[name]['1'] / c['1']:.2f}) | | | | | |")
     L += ["", f"klspec's own, from the cost traces of the fixed-γ runs below (target unrepacked, klspec's default): one token "
           f"{t1:.1f} ms (target-only decoding)", "",
-          "| draft | γ | verification of γ + 1 tokens, ms (× t₁) | draft ms per drafted token (× t₁) |", "|---|---:|---:|---:|"]
+          "| draft | γ | verification of γ + 1 tokens, ms (× t₁) | draft ms per drafted token, its catch-up of the prompt included (× t₁) |", "|---|---:|---:|---:|"]
     ceilings = {}
     for name in ("0.5B", "0.5B Q4_0"):
         for g in gammas:
