@@ -120,8 +120,9 @@ void SpeculativeDecoder::choose_draft_lengths_for(std::span<Sequence* const> act
     for (size_t s = 0; s < active.size(); ++s) {
         if (candidates[s].min_length == candidates[s].max_length) continue;
         const Sequence& seq = *active[s];
-        const int32_t draft_gap = to_int(seq.tokens_.size()) - 1 - seq.draft_cached_;
-        const double probe_cost = choice.lengths[s] == 0 ? probe_cost_in_steps(candidates[s], draft_gap) : 0.0;
+        const double probe_cost =
+            choice.lengths[s] == 0 ? probe_cost_in_steps(candidates[s], to_int(seq.tokens_.size()) - 1 - seq.draft_cached_)
+                                   : 0.0;
         active[s]->gamma_ = active[s]->probe_.adjust(choice.lengths[s], candidates[s].max_length, probe_cost);
     }
 }
