@@ -183,8 +183,13 @@ DraftChoice evaluate_draft_lengths(const BatchCostCurve& verify, const BatchCost
     std::vector<BatchShare> shares;
     int32_t deepest = 0;
     for (size_t s = 0; s < candidates.size(); ++s) {
-        choice.expected_tokens += expected_tokens(lengths[s], std::span<const double>(candidates[s].acceptance));
-        choice.expected_seconds += candidates[s].lookup_seconds;
+        const DraftCandidate& c = candidates[s];
+        const double tokens = expected_tokens(lengths[s], std::span<const double>(c.acceptance));
+        choice.expected_tokens += tokens;
+        choice.expected_seconds += c.lookup_seconds;
+        // A step never spreads a catch-up over fewer tokens than it emits: at most the whole of it.
+        if (c.model_drafts && lengths[s] > 0)
+            choice.expected_seconds += c.catch_up_seconds * tokens / std::max(c.catch_up_horizon, tokens);
         shares.push_back({candidates[s].sequence_id, 0});
         if (candidates[s].model_drafts) deepest = std::max(deepest, lengths[s]);
     }
@@ -198,6 +203,10 @@ DraftChoice evaluate_draft_lengths(const BatchCostCurve& verify, const BatchCost
     choice.expected_seconds += draft.seconds(std::span<const int32_t>(draft_calls));
     choice.lengths = std::move(lengths);
     return choice;
+}
+
+double catch_up_horizon_tokens(int64_t decoded, int64_t left) {
+    return static_cast<double>(std::max<int64_t>(std::min(decoded, left), 1));
 }
 
 DraftChoice choose_draft_lengths(const BatchCostCurve& verify, const BatchCostCurve& draft,

@@ -39,9 +39,12 @@ void record_cost(BatchCostCurve& curve, const Batch& batch, double seconds) {
 using detail::common_prefix;
 using detail::to_int;
 
-void SpeculativeDecoder::set_step_costs(BatchCostCurve verify, BatchCostCurve draft) {
+void SpeculativeDecoder::set_step_costs(BatchCostCurve verify, BatchCostCurve draft,
+                                        double draft_catch_up_seconds_per_token) {
     verify_costs_ = std::move(verify);
     draft_costs_ = std::move(draft);
+    draft_catch_up_seconds_ = draft_catch_up_seconds_per_token;
+    draft_catch_up_tokens_ = 1;
     costs_calibrated_ = true;
     measure_costs_ = false;
 }
@@ -119,29 +122,35 @@ void SpeculativeDecoder::choose_draft_lengths_for(std::span<Sequence* const> act
     }
     for (size_t s = 0; s < active.size(); ++s) {
         if (candidates[s].min_length == candidates[s].max_length) continue;
-        const Sequence& seq = *active[s];
-        const double probe_cost =
-            choice.lengths[s] == 0 ? probe_cost_in_steps(candidates[s], to_int(seq.tokens_.size()) - 1 - seq.draft_cached_)
-                                   : 0.0;
+        const double probe_cost = choice.lengths[s] == 0 ? probe_cost_in_steps(candidates[s]) : 0.0;
         active[s]->gamma_ = active[s]->probe_.adjust(choice.lengths[s], candidates[s].max_length, probe_cost);
     }
 }
 
-double SpeculativeDecoder::probe_cost_in_steps(const DraftCandidate& candidate, int32_t draft_gap) const {
-    const std::span<const DraftCandidate> alone(&candidate, 1);
+double SpeculativeDecoder::probe_cost_in_steps(const DraftCandidate& candidate) const {
+    // A probe is one step, not an investment: it pays the draft's whole catch-up (on the real pair a γ-4 probe's
+    // catch-up of ~320 tokens took 2.6-3.6 s, 15-20 % of a HumanEval answer's decoding, where the probe itself
+    // costs 4 target-only steps).
+    DraftCandidate alone = candidate;
+    alone.catch_up_horizon = 0;
+    const std::span<const DraftCandidate> one(&alone, 1);
     const int32_t length = std::min(DraftProbe::kProbeLength, candidate.max_length);
-    const double target_only = evaluate_draft_lengths(verify_costs_, draft_costs_, alone, {0}).expected_seconds;
-    double probe = evaluate_draft_lengths(verify_costs_, draft_costs_, alone, {length}).expected_seconds;
-    // After a target-only spell the draft model must first read what it missed (the prompt too, deferred from
-    // start): on the real pair a γ-4 probe's catch-up of ~320 tokens took 2.6-3.6 s, 15-20 % of a HumanEval
-    // answer's decoding, where the probe itself costs 4 target-only steps.
-    if (candidate.model_drafts) probe += std::max(draft_gap - 1, 0) * draft_catch_up_seconds_per_token();
+    const double target_only = evaluate_draft_lengths(verify_costs_, draft_costs_, one, {0}).expected_seconds;
+    const double probe = evaluate_draft_lengths(verify_costs_, draft_costs_, one, {length}).expected_seconds;
     return target_only > 0 ? std::max(probe / target_only - 1.0, 0.0) : 0.0;
 }
 
-double SpeculativeDecoder::draft_catch_up_seconds_per_token() const {
-    if (draft_catch_up_tokens_ > 0) return draft_catch_up_seconds_ / double(draft_catch_up_tokens_);
-    return draft_costs_.empty() ? 0.0 : draft_costs_.seconds(1);
+double SpeculativeDecoder::draft_catch_up_seconds(int32_t gap) const {
+    if (gap <= 1) return 0.0;  // a step's usual catch-up, in its draft batch
+    if (draft_catch_up_tokens_ > 0) return gap * draft_catch_up_seconds_ / double(draft_catch_up_tokens_);
+    // Never timed: one draft call, and for the tokens past the first the target's prompt rate scaled by the
+    // models' sizes (a prefill is compute-bound, its work goes with the weights: 10.7 ms a token predicted,
+    // 8.6 measured on the real pair). Short prompts time a call's overhead, not a rate: none until a long one.
+    const double per_token = target_prefill_tokens_ > 0 ? target_prefill_seconds_ / double(target_prefill_tokens_) *
+                                                              double(draft_params_) /
+                                                              double(std::max<uint64_t>(target_.n_params(), 1))
+                                                        : 0.0;
+    return (draft_costs_.empty() ? 0.0 : draft_costs_.seconds(1)) + (gap - 1) * per_token;
 }
 
 DraftCandidate SpeculativeDecoder::draft_candidate(const Sequence& seq, DraftSource drafter, int32_t min_length,
@@ -154,8 +163,15 @@ DraftCandidate SpeculativeDecoder::draft_candidate(const Sequence& seq, DraftSou
     // decoder_rate < 1: its prior (kDecoderPrior, weight kPriorWeight) keeps it there.
     const double rejection_scale = (1.0 - sequence_rate) / (1.0 - decoder_rate);
     const bool lookup = drafter == DraftSource::Ngram;
-    return {seq.id_, depth_acceptance_[source].rates(std::max(max_length, 1), rejection_scale), min_length, max_length,
-            !lookup, lookup ? ngram_lookup_seconds_ : 0.0};
+    DraftCandidate candidate{seq.id_, depth_acceptance_[source].rates(std::max(max_length, 1), rejection_scale),
+                             min_length, max_length, !lookup, lookup ? ngram_lookup_seconds_ : 0.0};
+    if (!lookup) {
+        // What prefill_draft_gaps would read first.
+        const int64_t decoded = to_int(seq.result_.tokens.size());
+        candidate.catch_up_seconds = draft_catch_up_seconds(to_int(seq.tokens_.size()) - 1 - seq.draft_cached_);
+        candidate.catch_up_horizon = catch_up_horizon_tokens(decoded, seq.options_.max_tokens - decoded);
+    }
+    return candidate;
 }
 
 void SpeculativeDecoder::calibrate_step_costs(int32_t draft_max) {

@@ -102,8 +102,10 @@ void SpeculativeDecoder::prefill_draft_gaps(std::span<Sequence* const> drafting)
         const double llama_start = draft_ctx_->decode_seconds();
         draft_ctx_->prefill(seq->id_, tokens.subspan(static_cast<size_t>(seq->draft_cached_), static_cast<size_t>(gap)),
                             seq->draft_cached_);
-        draft_catch_up_seconds_ += draft_ctx_->decode_seconds() - llama_start;
-        draft_catch_up_tokens_ += gap;
+        if (measure_costs_) {
+            draft_catch_up_seconds_ += draft_ctx_->decode_seconds() - llama_start;
+            draft_catch_up_tokens_ += gap;
+        }
         seq->draft_cached_ += gap;
         seq->result_.stats.draft_prefilled_tokens += gap;
     }

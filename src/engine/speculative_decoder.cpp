@@ -92,6 +92,7 @@ SpeculativeDecoder::SpeculativeDecoder(const Model& target, const Model* draft, 
     if (draft != nullptr) {
         require_compatible_vocabularies(target, *draft);
         n_draft_vocab_ = draft->n_vocab();
+        draft_params_ = draft->n_params();
         ContextOptions draft_options = options;
         if (options.n_threads_draft > 0) draft_options.n_threads = options.n_threads_draft;
         draft_options.batch_invariant_attention = false;  // its kernels move acceptance, never the output
@@ -144,7 +145,13 @@ Sequence SpeculativeDecoder::start(int32_t id, std::vector<int32_t> prompt_token
         draft_reused = reuse_kept_cells(*draft_ctx_, id, std::span(kept.tokens).first(static_cast<size_t>(kept.draft)),
                                         cached_prompt, seq.options_.cache_reuse_min_chunk);
     target_ctx_.truncate(id, target_reused);
-    target_ctx_.prefill(id, cached_prompt.subspan(static_cast<size_t>(target_reused)), target_reused);
+    const std::span<const int32_t> to_prefill = cached_prompt.subspan(static_cast<size_t>(target_reused));
+    const double prefill_start = target_ctx_.decode_seconds();
+    target_ctx_.prefill(id, to_prefill, target_reused);
+    if (to_int(to_prefill.size()) >= kTimedPrefill) {
+        target_prefill_seconds_ += target_ctx_.decode_seconds() - prefill_start;
+        target_prefill_tokens_ += to_int(to_prefill.size());
+    }
     // The draft's prefill waits for the sequence's first drafted step (prefill_draft_gaps): a prompt that the
     // automatic γ never drafts on costs the draft nothing (it cost 0.6x target-only's prompt rate).
     if (draft_ctx_) draft_ctx_->truncate(id, draft_reused);

@@ -236,8 +236,9 @@ public:
     // The n-gram drafter's measured seconds per sequence lookup (0 before the first).
     double ngram_lookup_seconds() const { return ngram_lookup_seconds_; }
     // Replaces the measured costs and stops measuring (tests with fake costs; a caller with a cost model
-    // of its own): the Auto policy then decides on these curves alone.
-    void set_step_costs(BatchCostCurve verify, BatchCostCurve draft);
+    // of its own): the Auto policy then decides on these curves and this catch-up price alone (the draft's
+    // prefill of what its cache lacks, seconds per token).
+    void set_step_costs(BatchCostCurve verify, BatchCostCurve draft, double draft_catch_up_seconds_per_token);
     // Times the Auto policy's starting curves now, for steps of up to `draft_max` drafts on every sequence,
     // instead of inside the first step that needs them (a few target calls of up to n_sequences ×
     // (draft_max + 1) tokens: seconds on a big CPU target). A server calls it before it listens, so its first
@@ -266,10 +267,11 @@ private:
     // The sequence as the cost model sees it, drafting with `drafter`.
     DraftCandidate draft_candidate(const Sequence& seq, DraftSource drafter, int32_t min_length, int32_t max_length) const;
     // What a DraftProbe of the candidate would add to a target-only step, in target-only steps: its draft and
-    // verification, and for the draft model the catch-up prefill of the `draft_gap` tokens its cache lacks.
-    double probe_cost_in_steps(const DraftCandidate& candidate, int32_t draft_gap) const;
-    // The draft's catch-up prefill per token: as timed so far, else (never timed) its one-token decode.
-    double draft_catch_up_seconds_per_token() const;
+    // verification, and for the draft model its whole catch-up.
+    double probe_cost_in_steps(const DraftCandidate& candidate) const;
+    // The draft's catch-up prefill of `gap` tokens (the step's last one included): at the rate timed so far,
+    // else estimated from the target's prompt rate.
+    double draft_catch_up_seconds(int32_t gap) const;
     // Times target batches up to the largest a step can send (every sequence drafting `draft_max`) and
     // draft batches up to one token per sequence, all of `token` on sequence `id` from the given positions
     // (the cells are removed afterwards): the cost model's starting curves.
@@ -352,6 +354,10 @@ private:
     BatchCostCurve draft_costs_;
     double draft_catch_up_seconds_ = 0;  // prefill_draft_gaps' llama_decode time and tokens, all sequences
     int64_t draft_catch_up_tokens_ = 0;
+    double target_prefill_seconds_ = 0;  // llama_decode time and tokens of the prompts of kTimedPrefill tokens or more
+    static constexpr int32_t kTimedPrefill = 16;
+    int64_t target_prefill_tokens_ = 0;
+    uint64_t draft_params_ = 0;
     bool costs_calibrated_ = false;
     TargetOnlyRetime target_only_retime_;
     // All sequences' drafting steps, per drafter, and the same by draft depth.

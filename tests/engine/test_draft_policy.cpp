@@ -49,7 +49,7 @@ protected:
     // near tie.
     GenerationResult decode_with_costs(BatchCostCurve verify, BatchCostCurve draft_costs, const std::string& label) {
         SpeculativeDecoder decoder(target, &draft, test_context());
-        decoder.set_step_costs(std::move(verify), std::move(draft_costs));
+        decoder.set_step_costs(std::move(verify), std::move(draft_costs), /*draft_catch_up_seconds_per_token=*/0.0);
         const test::GreedyReference reference = test::greedy_reference(target, "Once upon a time", kTokens, test_context());
         GenerationResult result = decoder.generate("Once upon a time", automatic());
         int64_t divergences = 0;
@@ -57,10 +57,17 @@ protected:
         return result;
     }
 
-    // 240 tokens of "Once upon a time" under Auto with t(b) = b ms and these draft costs.
-    GenerationResult compute_bound_decode(BatchCostCurve draft_costs) {
+    // 240 tokens of "Once upon a time" under Auto with t(b) = b ms and these draft costs; `drafted_steps` gets
+    // the index and γ of each step that drafted.
+    GenerationResult compute_bound_decode(BatchCostCurve draft_costs, double catch_up_ms_per_token,
+                                          std::vector<std::pair<int32_t, int32_t>>* drafted_steps = nullptr) {
         SpeculativeDecoder decoder(target, &draft, test_context());
-        decoder.set_step_costs(linear_curve(0.0, 1.0), std::move(draft_costs));
+        decoder.set_step_costs(linear_curve(0.0, 1.0), std::move(draft_costs), catch_up_ms_per_token * 1e-3);
+        int32_t step_index = 0;
+        decoder.set_step_cost_observer([&](const StepCostRecord& step) {
+            if (drafted_steps && step.lengths[0] > 0) drafted_steps->emplace_back(step_index, step.lengths[0]);
+            ++step_index;
+        });
         GenerationOptions options = automatic();
         options.max_tokens = 240;
         return decoder.generate("Once upon a time", options);
@@ -75,26 +82,68 @@ TEST_F(DraftPolicyTest, MemoryBoundCostsDraftLongAndStayLossless) {
 }
 
 TEST_F(DraftPolicyTest, ComputeBoundCostsDecodeTargetOnlyAndProbeAtTheirPrice) {
-    // t(b) = b ms and a free draft: a probe (4 drafts, a verify of 5) costs 4 target-only steps, so it comes
-    // after 4 / DraftProbe::kMaxShare = 134 of them, not after 8 (3 % of decoding, not 40 %).
-    const GenerationResult result = compute_bound_decode(linear_curve(0.0, 0.0));
-    const int64_t probes = result.stats.target_calls > 134 ? 1 : 0;
+    // t(b) = b ms, a free draft and a free catch-up: a probe of γ (a verify of γ + 1) costs γ target-only steps,
+    // so it comes after γ / DraftProbe::kMaxShare of them (134 for γ 4), not after 8 (3 % of decoding, not 40 %).
+    std::vector<std::pair<int32_t, int32_t>> probes;
+    const GenerationResult result = compute_bound_decode(linear_curve(0.0, 0.0), 0.0, &probes);
     std::cout << "[ probes   ] " << result.stats.target_calls << " target calls, " << result.stats.drafted << " drafted, "
               << result.stats.draft_prefilled_tokens << " prefilled by the draft\n";
-    EXPECT_EQ(result.stats.target_only_steps, result.stats.target_calls - probes);
-    EXPECT_EQ(result.stats.drafted, probes * DraftProbe::kProbeLength) << "a sequence that stopped drafting is probed again";
-    EXPECT_EQ(result.stats.draft_prefilled_tokens > 0, probes > 0) << "the draft catches up only when it drafts";
+    ASSERT_FALSE(probes.empty()) << "a sequence that stopped drafting is probed again";
+    EXPECT_EQ(probes.front(), std::make_pair(133, DraftProbe::kProbeLength)) << "the 134th step";
+    int64_t drafted = 0;
+    for (size_t i = 0; i < probes.size(); ++i) {
+        const auto [step, length] = probes[i];
+        drafted += length;
+        EXPECT_LE(length, DraftProbe::kProbeLength);
+        if (i > 0) EXPECT_GE(step - probes[i - 1].first, std::ceil(length / DraftProbe::kMaxShare)) << "probe " << i;
+    }
+    EXPECT_EQ(result.stats.target_only_steps, result.stats.target_calls - static_cast<int64_t>(probes.size()));
+    EXPECT_EQ(result.stats.drafted, drafted);
+    EXPECT_GT(result.stats.draft_prefilled_tokens, 0) << "the probe's draft caught up first";
 }
 
 TEST_F(DraftPolicyTest, AProbeThatMustCatchTheDraftUpOnEveryTokenIsNotWorthIt) {
     // The same with a 0.5 ms draft: the probe also pays the draft's catch-up over every token since the draft
-    // last read (the prompt, the target-only steps), priced at its one-token cost until a catch-up is timed:
-    // half a target-only step per token, more than the 3 % budget, so no probe ever comes (the real pair's
+    // last read (the prompt, the target-only steps), 0.5 ms each: half a target-only step per token, more than the 3 % budget, so no probe ever comes (the real pair's
     // 0.5B lost 15-20 % of a HumanEval answer's decoding to one γ-4 probe's catch-up).
-    const GenerationResult result = compute_bound_decode(linear_curve(0.5, 0.0));
+    const GenerationResult result = compute_bound_decode(linear_curve(0.5, 0.0), 0.5);
     EXPECT_GT(result.stats.target_calls, 200);
     EXPECT_EQ(result.stats.target_only_steps, result.stats.target_calls);
     EXPECT_EQ(result.stats.drafted, 0);
+    EXPECT_EQ(result.stats.draft_prefilled_tokens, 0) << "a draft that never drafts reads nothing";
+}
+
+TEST_F(DraftPolicyTest, TheDraftCatchesUpOnTheLongPromptOnlyOnceTheTargetOnlyTokensWouldHavePaidForIt) {
+    // A memory-bound target (10 ms a call), a free draft that agrees often, and a catch-up of 2 ms per token the
+    // draft lacks: drafting saves at most 10 ms a token, so the first drafted step comes only after k tokens
+    // with 10 k >= 2 (prompt + k - 1) ms, not at the first step (the real pair's first drafted step prefilled
+    // ~400 tokens for 1-10 drafted ones, 0.88x target-only); the long answer is still worth it.
+    std::string prompt;
+    for (int i = 0; i < 10; ++i) prompt += "Once upon a time there was a little girl. ";
+    const auto first_drafted = [&](int32_t max_tokens, GenerationResult& result) {
+        SpeculativeDecoder decoder(target, &draft, test_context());
+        decoder.set_step_costs(linear_curve(10.0, 0.0), linear_curve(0.0, 0.0), 2e-3);
+        int64_t decoded = 0, first = -1;
+        decoder.set_step_cost_observer([&](const StepCostRecord& step) {
+            if (first < 0 && step.lengths[0] > 0) first = decoded;
+            decoded += step.emitted;
+        });
+        GenerationOptions options = automatic();
+        options.max_tokens = max_tokens;
+        result = decoder.generate(prompt, options);
+        return first;
+    };
+    GenerationResult result;
+    const int64_t first = first_drafted(120, result);
+    const int64_t prompt_gap = result.stats.prompt_tokens - 1;
+    ASSERT_GT(prompt_gap, 60);
+    std::cout << "[ ski rent ] first drafted after " << first << " tokens; prompt " << result.stats.prompt_tokens
+              << ", MAT " << result.stats.mat() << "\n";
+    EXPECT_GE(first, (2 * prompt_gap + 7) / 8) << "10 k >= 2 (gap + k) only from k = gap / 4";
+    EXPECT_GT(result.stats.drafted, 0) << "a long answer repays the catch-up";
+    EXPECT_EQ(result.stats.draft_prefilled_tokens > 0, result.stats.drafted > 0);
+    // An answer of 24 tokens never repays a catch-up of 2 (prompt + k) ms at 10 ms a token saved.
+    EXPECT_EQ(first_drafted(24, result), -1);
     EXPECT_EQ(result.stats.draft_prefilled_tokens, 0) << "a draft that never drafts reads nothing";
 }
 
@@ -104,7 +153,7 @@ TEST_F(DraftPolicyTest, UnderLoadATargetOnlyBatchBeatsSpeculation) {
     const std::vector<std::string> prompts = test::story_prompts(4);
     for (const int32_t slots : {1, 4}) {
         SpeculativeDecoder decoder(target, &draft, test_context(slots));
-        decoder.set_step_costs(linear_curve(4.0, 5.0), linear_curve(0.5, 0.0));
+        decoder.set_step_costs(linear_curve(4.0, 5.0), linear_curve(0.5, 0.0), 0.0);
         std::vector<Sequence> sequences;
         for (int32_t id = 0; id < slots; ++id)
             sequences.push_back(decoder.start(id, prompts[static_cast<size_t>(id)], automatic()));
@@ -174,7 +223,7 @@ TEST_F(DraftPolicyTest, StepCostObserverGetsThePredictionAndTheMeasureOfEverySte
     // Fake costs: a target call 10 ms whatever its size, a draft call 0.1 ms. So the cost model predicts
     // 10 + 0.1·γ ms for a step drafting γ, and 10 ms without drafts.
     SpeculativeDecoder decoder(target, &draft, test_context());
-    decoder.set_step_costs(linear_curve(10.0, 0.0), linear_curve(0.1, 0.0));
+    decoder.set_step_costs(linear_curve(10.0, 0.0), linear_curve(0.1, 0.0), 0.0);
     std::vector<StepCostRecord> steps;
     decoder.set_step_cost_observer([&steps](const StepCostRecord& step) { steps.push_back(step); });
     const GenerationResult result = decoder.generate("Once upon a time", automatic());
@@ -218,7 +267,7 @@ TEST_F(DraftPolicyTest, AStaleTargetOnlyPriceIsRetimedWhenSpeculationGainsLittle
     constexpr int32_t kLongerTokens = 230;
     for (const bool stale : {true, false}) {
         SpeculativeDecoder decoder(target, &draft, test_context());
-        decoder.set_step_costs(linear_curve(10.0, 10.0, stale ? 200 : 20), linear_curve(0.5, 0.0));
+        decoder.set_step_costs(linear_curve(10.0, 10.0, stale ? 200 : 20), linear_curve(0.5, 0.0), 0.0);
         ASSERT_EQ(decoder.verify_costs().stale(1), stale);
         std::vector<StepCostRecord> steps;
         decoder.set_step_cost_observer([&steps](const StepCostRecord& step) { steps.push_back(step); });

@@ -120,7 +120,7 @@ TEST(NgramDrafting, TheCostModelDraftsWithTheDrafterThatPaysMore) {
     const Model draft(test::kDraftQ8, test::offload());
     const auto run = [&](DraftPolicy policy) {
         SpeculativeDecoder decoder(target, &draft, test_context(), ngram_options({"ngram-simple"}));
-        decoder.set_step_costs(linear_curve(10.0, 0.05), linear_curve(0.2, 0.0));  // a memory-bound target
+        decoder.set_step_costs(linear_curve(10.0, 0.05), linear_curve(0.2, 0.0), 0.0);  // a memory-bound target
         GenerationStats stats;
         for (const std::string& prompt : repetitive_prompts(target)) {
             GenerationOptions options;
