@@ -197,7 +197,9 @@ DraftChoice evaluate_draft_lengths(const BatchCostCurve& verify, const BatchCost
     std::vector<int32_t> draft_calls;
     for (int32_t depth = 0; depth < deepest; ++depth) {
         for (size_t s = 0; s < candidates.size(); ++s)
-            shares[s].tokens = candidates[s].model_drafts && lengths[s] > depth ? 1 : 0;
+            shares[s].tokens = candidates[s].model_drafts && lengths[s] > depth
+                                   ? (depth == 0 ? candidates[s].first_call_tokens : 1)
+                                   : 0;
         for (const int32_t size : sequential_equal_split(shares)) draft_calls.push_back(size);
     }
     choice.expected_seconds += draft.seconds(std::span<const int32_t>(draft_calls));

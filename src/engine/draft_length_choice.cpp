@@ -166,9 +166,11 @@ DraftCandidate SpeculativeDecoder::draft_candidate(const Sequence& seq, DraftSou
     DraftCandidate candidate{seq.id_, depth_acceptance_[source].rates(std::max(max_length, 1), rejection_scale),
                              min_length, max_length, !lookup, lookup ? ngram_lookup_seconds_ : 0.0};
     if (!lookup) {
-        // What prefill_draft_gaps would read first.
+        // What prefill_draft_gaps would read first; a gap of one is read in the first draft call instead.
+        const int32_t gap = to_int(seq.tokens_.size()) - 1 - seq.draft_cached_;
         const int64_t decoded = to_int(seq.result_.tokens.size());
-        candidate.catch_up_seconds = draft_catch_up_seconds(to_int(seq.tokens_.size()) - 1 - seq.draft_cached_);
+        candidate.first_call_tokens = gap == 1 ? 2 : 1;
+        candidate.catch_up_seconds = draft_catch_up_seconds(gap);
         candidate.catch_up_horizon = catch_up_horizon_tokens(decoded, seq.options_.max_tokens - decoded);
     }
     return candidate;
@@ -208,7 +210,8 @@ void SpeculativeDecoder::time_step_costs(int32_t token, int32_t id, int32_t targ
         }
     };
     time_sizes(target_ctx_, target_batch_, target_pos, n_sequences() * (draft_max + 1), verify_costs_);
-    if (draft_ctx_) time_sizes(*draft_ctx_, draft_batch_, draft_pos, n_sequences(), draft_costs_);
+    // Up to two tokens a sequence: a step's first draft call reads two after a step that kept every draft.
+    if (draft_ctx_) time_sizes(*draft_ctx_, draft_batch_, draft_pos, 2 * n_sequences(), draft_costs_);
 }
 
 void SpeculativeDecoder::record_drafter_evidence(Sequence& seq, const StepOutcome& outcome) {

@@ -273,7 +273,7 @@ private:
     // else estimated from the target's prompt rate.
     double draft_catch_up_seconds(int32_t gap) const;
     // Times target batches up to the largest a step can send (every sequence drafting `draft_max`) and
-    // draft batches up to one token per sequence, all of `token` on sequence `id` from the given positions
+    // draft batches up to two tokens per sequence, all of `token` on sequence `id` from the given positions
     // (the cells are removed afterwards): the cost model's starting curves.
     void time_step_costs(int32_t token, int32_t id, int32_t target_pos, int32_t draft_pos, int32_t draft_max);
 

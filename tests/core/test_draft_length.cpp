@@ -103,6 +103,25 @@ TEST(DraftLength, UnequalLengthsPayForTheirMicroBatches) {
                 2 * 10e-3 + 4 * 0.1e-3, 1e-12);
 }
 
+TEST(DraftLength, TheFirstDraftCallReadsTheLastStepsUnfedDraftToo) {
+    // After a step that kept every draft, the first draft call reads two tokens, and is priced as a call of two
+    // (on the real pair's 0.5B, 2 cores: 75-80 ms against 45 for one). Here 150 against 45 ms, a target call
+    // 80 + 20 b ms: γ 1 costs verify(2) + draft(2), and no γ pays for the two-token call.
+    BatchCostCurve draft;
+    draft.record(1, 45e-3);
+    draft.record(2, 150e-3);
+    const BatchCostCurve verify = linear_curve(80.0, 20.0);
+    std::vector<DraftCandidate> after_full_step = candidates({0.93});
+    after_full_step[0].first_call_tokens = 2;
+    EXPECT_NEAR(evaluate_draft_lengths(verify, draft, candidates({0.93}), {1}).expected_seconds, 120e-3 + 45e-3, 1e-12);
+    EXPECT_NEAR(evaluate_draft_lengths(verify, draft, after_full_step, {1}).expected_seconds, 120e-3 + 150e-3, 1e-12);
+    EXPECT_NEAR(evaluate_draft_lengths(verify, draft, after_full_step, {3}).expected_seconds,
+                160e-3 + 150e-3 + 2 * 45e-3, 1e-12);
+    // 1.93 tokens in 165 ms beat one in 100 (11.7 against 10 a second); at 150 ms a first call, no length does.
+    EXPECT_GT(choose_draft_lengths(verify, draft, candidates({0.93})).lengths[0], 0);
+    EXPECT_EQ(choose_draft_lengths(verify, draft, after_full_step).lengths[0], 0);
+}
+
 TEST(DraftLength, LookupDraftsCostTheirLookupNotDraftBatches) {
     // A lookup drafter (n-gram) costs its measured lookup once per step, whatever the length, and no draft
     // batch; beside a model-drafting sequence, only the latter's depths are draft calls.
