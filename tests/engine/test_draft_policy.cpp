@@ -104,8 +104,9 @@ TEST_F(DraftPolicyTest, ComputeBoundCostsDecodeTargetOnlyAndProbeAtTheirPrice) {
 
 TEST_F(DraftPolicyTest, AProbeThatMustCatchTheDraftUpOnEveryTokenIsNotWorthIt) {
     // The same with a 0.5 ms draft: the probe also pays the draft's catch-up over every token since the draft
-    // last read (the prompt, the target-only steps), 0.5 ms each: half a target-only step per token, more than the 3 % budget, so no probe ever comes (the real pair's
-    // 0.5B lost 15-20 % of a HumanEval answer's decoding to one γ-4 probe's catch-up).
+    // last read (the prompt, the target-only steps), 0.5 ms each: half a target-only step per token, more than the
+    // 3 % budget, so no probe ever comes (the real pair's 0.5B lost 15-20 % of a HumanEval answer's decoding to one
+    // γ-4 probe's catch-up).
     const GenerationResult result = compute_bound_decode(linear_curve(0.5, 0.0), 0.5);
     EXPECT_GT(result.stats.target_calls, 200);
     EXPECT_EQ(result.stats.target_only_steps, result.stats.target_calls);
