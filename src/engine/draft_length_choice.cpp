@@ -147,8 +147,7 @@ double SpeculativeDecoder::draft_catch_up_seconds(int32_t gap) const {
     // models' sizes (a prefill is compute-bound, its work goes with the weights: 10.7 ms a token predicted,
     // 8.6 measured on the real pair). Short prompts time a call's overhead, not a rate: none until a long one.
     const double per_token = target_prefill_tokens_ > 0 ? target_prefill_seconds_ / double(target_prefill_tokens_) *
-                                                              double(draft_params_) /
-                                                              double(std::max<uint64_t>(target_.n_params(), 1))
+                                                              draft_params_per_target_param_
                                                         : 0.0;
     return (draft_costs_.empty() ? 0.0 : draft_costs_.seconds(1)) + (gap - 1) * per_token;
 }
@@ -166,8 +165,7 @@ DraftCandidate SpeculativeDecoder::draft_candidate(const Sequence& seq, DraftSou
     DraftCandidate candidate{seq.id_, depth_acceptance_[source].rates(std::max(max_length, 1), rejection_scale),
                              min_length, max_length, !lookup, lookup ? ngram_lookup_seconds_ : 0.0};
     if (!lookup) {
-        // What prefill_draft_gaps would read first; a gap of one is read in the first draft call instead.
-        const int32_t gap = to_int(seq.tokens_.size()) - 1 - seq.draft_cached_;
+        const int32_t gap = seq.draft_gap();
         const int64_t decoded = to_int(seq.result_.tokens.size());
         candidate.first_call_tokens = gap == 1 ? 2 : 1;
         candidate.catch_up_seconds = draft_catch_up_seconds(gap);

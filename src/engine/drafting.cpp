@@ -96,7 +96,7 @@ std::vector<Sequence*>& SpeculativeDecoder::take_ngram_drafts(std::span<Sequence
 void SpeculativeDecoder::prefill_draft_gaps(std::span<Sequence* const> drafting) {
     for (Sequence* seq : drafting) {
         // All but the last token, which the catch-up batch feeds with an output.
-        const int32_t gap = to_int(seq->tokens_.size()) - 1 - seq->draft_cached_;
+        const int32_t gap = seq->draft_gap();
         if (gap <= 1) continue;  // a step's usual catch-up: kept in the draft batch, as the cost model prices it
         const std::span<const int32_t> tokens(seq->tokens_);
         const double llama_start = draft_ctx_->decode_seconds();

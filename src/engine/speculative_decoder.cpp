@@ -92,7 +92,7 @@ SpeculativeDecoder::SpeculativeDecoder(const Model& target, const Model* draft, 
     if (draft != nullptr) {
         require_compatible_vocabularies(target, *draft);
         n_draft_vocab_ = draft->n_vocab();
-        draft_params_ = draft->n_params();
+        draft_params_per_target_param_ = double(draft->n_params()) / double(std::max<uint64_t>(target.n_params(), 1));
         ContextOptions draft_options = options;
         if (options.n_threads_draft > 0) draft_options.n_threads = options.n_threads_draft;
         draft_options.batch_invariant_attention = false;  // its kernels move acceptance, never the output

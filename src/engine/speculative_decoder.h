@@ -133,6 +133,9 @@ private:
     std::vector<int32_t> tokens_;   // prompt + accepted output
     int32_t target_cached_ = 0;     // positions cached in the target (all but the last token)
     int32_t draft_cached_ = 0;      // positions cached in the draft
+    // Tokens before the last one that the draft has not read (the prompt, deferred; a target-only spell): one is
+    // a step's usual catch-up, read in its first draft call; more are prefilled first (prefill_draft_gaps).
+    int32_t draft_gap() const { return static_cast<int32_t>(tokens_.size()) - 1 - draft_cached_; }
     // The sequence holds a token the draft's vocabulary lacks (a target larger than its draft: the draft
     // cannot read it), so it decodes target-only from there (docs/judges.md, "Pairs whose vocabularies differ").
     bool draft_unreadable_ = false;
@@ -354,10 +357,12 @@ private:
     BatchCostCurve draft_costs_;
     double draft_catch_up_seconds_ = 0;  // prefill_draft_gaps' llama_decode time and tokens, all sequences
     int64_t draft_catch_up_tokens_ = 0;
-    double target_prefill_seconds_ = 0;  // llama_decode time and tokens of the prompts of kTimedPrefill tokens or more
+    // llama_decode time and tokens of the target's prompts of kTimedPrefill tokens or more (a shorter one times a
+    // call's overhead, not a rate), and the draft's parameters per target parameter: the catch-up's price untimed.
     static constexpr int32_t kTimedPrefill = 16;
+    double target_prefill_seconds_ = 0;
     int64_t target_prefill_tokens_ = 0;
-    uint64_t draft_params_ = 0;
+    double draft_params_per_target_param_ = 0;
     bool costs_calibrated_ = false;
     TargetOnlyRetime target_only_retime_;
     // All sequences' drafting steps, per drafter, and the same by draft depth.
