@@ -307,6 +307,10 @@ void add_run_options(CLI::App& app, RunOptions& options) {
     add_judge_options(app, options.judge, /*with_rule=*/true);
     app.add_option("--trace", options.trace_path,
                    "Write one JSON line per judged position (KL, entropies, max p, rank, verdict) to this file");
+    add_cost_trace_option(app, options);
+}
+
+void add_cost_trace_option(CLI::App& app, RunOptions& options) {
     app.add_option("--cost-trace", options.cost_trace_path,
                    "Write one JSON line per step to this file: the γ each sequence drafted, the tokens emitted, the "
                    "measured target and draft llama_decode time, and under --draft-policy auto the cost model's "

@@ -54,6 +54,8 @@ void add_judge_span_option(CLI::App& app, JudgeOptions& judge);
 // add_model_options, add_generation_options, add_judge_options, --trace and --cost-trace: a decoding command's
 // flags.
 void add_run_options(CLI::App& app, RunOptions& options);
+// --cost-trace alone (serve, which has no per-position --trace).
+void add_cost_trace_option(CLI::App& app, RunOptions& options);
 
 // Everything a run's flags describe, ready to decode: the models and a decoder whose contexts provide
 // what the judge reads (hidden states for autojudge). options.generation.judge is the run's judge.

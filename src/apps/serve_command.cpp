@@ -137,6 +137,7 @@ void register_serve_command(CLI::App& app) {
     options->run.generation.draft_policy = DraftPolicy::Auto;  // the cost model chooses gamma
     add_generation_options(*cmd, options->run.generation);
     add_judge_options(*cmd, options->run.judge, /*with_rule=*/true);
+    add_cost_trace_option(*cmd, options->run);  // why the automatic γ drafts, step by step, over all slots
     cmd->add_option("--host", options->server.host, "Address to listen on")->capture_default_str();
     cmd->add_option("--port", options->server.port, "TCP port (0 = any free port, printed when listening)")
         ->capture_default_str()->check(CLI::Range(0, 65535));

@@ -104,6 +104,7 @@ void ModelContext::decode(const Batch& batch) {
     // need the device's time, so wait here (the CPU backend has already finished: this returns at once).
     llama_synchronize(ctx_);
     decode_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ++decode_calls_;
     if (status != 0) throw Error(fmt::format("llama_decode failed with status {} ({})", status, model_.path()));
 }
 

@@ -80,6 +80,8 @@ public:
     const Model& model() const { return model_; }
     // Wall time spent inside llama_decode, the device's work included, since the context was created.
     double decode_seconds() const { return decode_seconds_; }
+    // llama_decode calls since the context was created.
+    int64_t decode_calls() const { return decode_calls_; }
 
 private:
     // Decodes `tokens` in chunks of n_batch, the rows from tokens[first_output] on with an output, calling
@@ -96,6 +98,7 @@ private:
     int32_t n_embd_ = 0;
     bool hidden_states_ = false;
     double decode_seconds_ = 0;
+    int64_t decode_calls_ = 0;
     Batch chunk_;  // prefill and forward chunks
 };
 

@@ -145,9 +145,24 @@ Sequence SpeculativeDecoder::start(int32_t id, std::vector<int32_t> prompt_token
         draft_reused = reuse_kept_cells(*draft_ctx_, id, std::span(kept.tokens).first(static_cast<size_t>(kept.draft)),
                                         cached_prompt, seq.options_.cache_reuse_min_chunk);
     target_ctx_.truncate(id, target_reused);
-    const std::span<const int32_t> to_prefill = cached_prompt.subspan(static_cast<size_t>(target_reused));
+    // first_token_from_prompt: the prompt's last token is prefilled too, in the last chunk, with an output: the
+    // first token's logits. Its cell is what the first step's verification would have added; the target's
+    // kernels are batch-invariant (ContextOptions::batch_invariant_attention, unrepacked weights), so the row
+    // equals a one-token decode's, without the one-token decode's cost (a target call: 73 ms on the real pair).
+    const bool logits_from_prompt = seq.options_.first_token_from_prompt && seq.options_.max_tokens > 0;
+    const std::span<const int32_t> to_prefill =
+        std::span<const int32_t>(prompt_tokens)
+            .subspan(static_cast<size_t>(target_reused))
+            .first(cached_prompt.size() - static_cast<size_t>(target_reused) + (logits_from_prompt ? 1 : 0));
     const double prefill_start = target_ctx_.decode_seconds();
-    target_ctx_.prefill(id, to_prefill, target_reused);
+    if (logits_from_prompt) {
+        target_ctx_.forward_rows(id, to_prefill, target_reused, [&](size_t, int32_t row) {
+            const std::span<const float> logits = target_ctx_.logits(row);
+            seq.prompt_logits_.assign(logits.begin(), logits.end());
+        }, to_prefill.size() - 1);
+    } else {
+        target_ctx_.prefill(id, to_prefill, target_reused);
+    }
     if (to_int(to_prefill.size()) >= kTimedPrefill) {
         target_prefill_seconds_ += target_ctx_.decode_seconds() - prefill_start;
         target_prefill_tokens_ += to_int(to_prefill.size());
@@ -155,16 +170,6 @@ Sequence SpeculativeDecoder::start(int32_t id, std::vector<int32_t> prompt_token
     // The draft's prefill waits for the sequence's first drafted step (prefill_draft_gaps): a prompt that the
     // automatic γ never drafts on costs the draft nothing (it cost 0.6x target-only's prompt rate).
     if (draft_ctx_) draft_ctx_->truncate(id, draft_reused);
-    // The prompt's last token with an output: the first token's logits (the cell is what the first step's
-    // verification would have added).
-    if (seq.options_.first_token_from_prompt && !prompt_tokens.empty() && seq.options_.max_tokens > 0) {
-        target_batch_.reserve(1);
-        target_batch_.clear();
-        target_batch_.add(prompt_tokens.back(), to_int(prompt_tokens.size()) - 1, id, true);
-        target_ctx_.decode(target_batch_);
-        const std::span<const float> logits = target_ctx_.logits(0);
-        seq.prompt_logits_.assign(logits.begin(), logits.end());
-    }
     stats.prompt_seconds = seconds_since(start);
     stats.prompt_cached_tokens = target_reused;
     seq.tokens_ = std::move(prompt_tokens);

@@ -232,6 +232,8 @@ public:
     const Model& target() const { return target_; }
     // Wall time inside llama_decode, both models, since construction (the rest of a step is the engine's).
     double llama_decode_seconds() const;
+    // The target's llama_decode calls since construction (prompt chunks included).
+    int64_t target_decode_calls() const { return target_ctx_.decode_calls(); }
     // The measured step costs the Auto draft policy decides on: seconds of a target (verify) and a draft
     // llama_decode against batch size. Empty until a sequence under Auto has stepped.
     const BatchCostCurve& verify_costs() const { return verify_costs_; }

@@ -622,11 +622,14 @@ TEST(Step, FirstTokenFromThePromptCostsNoTargetCallAndDecodesTheSame) {
     const GenerationResult plain = decoder.generate(prompt, options);
     options.first_token_from_prompt = true;
     std::vector<size_t> step_sizes;
+    const int64_t calls_before = decoder.target_decode_calls();
     const GenerationResult first = decoder.generate(prompt, options, [&](const StepResult& step) {
         step_sizes.push_back(step.tokens.size());
         return false;
     });
     EXPECT_EQ(first.tokens, plain.tokens);
+    // The prompt's last token rides in the prefill's one chunk: no one-token call of its own.
+    EXPECT_EQ(decoder.target_decode_calls() - calls_before, 1 + first.stats.target_calls);
     ASSERT_GE(step_sizes.size(), 2u);
     EXPECT_EQ(step_sizes[0], 1u);
     EXPECT_EQ(first.stats.target_calls + 1, int64_t(step_sizes.size())) << "the first step made a target call";
