@@ -40,8 +40,10 @@ Per server it reports, over the typed-line requests (the background ones are cou
 token (timings.prompt_ms: the prompt's evaluation, after which the first token is sampled) and completion
 latency (wall clock, request sent to answer read) at p50 and p95, prompt tokens evaluated per request
 (timings.prompt_n) and as a fraction of the prompt (prompt_n / tokens_evaluated, the rest came from the cache:
-timings.cache_n), tokens generated, draft acceptance (timings draft_n_accepted / draft_n) and, for klspec, MAT
-(generated tokens per target call, from `speculative`); for every llama-server how many answers are token for
+timings.cache_n), tokens generated, draft tokens (timings draft_n) and their acceptance (draft_n_accepted /
+draft_n) and, for klspec, MAT (generated tokens per target call, from `speculative`; a request's first token
+comes from the prompt's logits without a target call, so a request decoded without drafts shows n / (n - 1)
+for its n tokens); for every llama-server how many answers are token for
 token klspec vanilla's (greedy and lossless both; an answer cut earlier by t_max_predict_ms that is a prefix
 of the other counts apart), and for the mixed run how many answers are those of their judge's own run. The
 CPU (lscpu) is printed above the table.
@@ -472,7 +474,8 @@ def print_report(report):
           + (f"requests; 'greedy = ref' compares tokens with {report['reference']}'s\n" if report["reference"]
              else "requests\n"))
     head = (f"{'server':<22} {'TTFT p50':>8} {'p95':>7} {'latency p50':>11} {'p95':>7} {'prompt':>7} "
-            f"{'evaluated':>9} {'of prompt':>9} {'generated':>9} {'tok/s':>6} {'accept':>6} {'MAT':>5}  greedy = ref")
+            f"{'evaluated':>9} {'of prompt':>9} {'generated':>9} {'tok/s':>6} {'drafted':>7} {'accept':>6} {'MAT':>5}  "
+            "greedy = ref")
     print(head)
     for s in report["servers"]:
         ref = s.get("vs_reference")
@@ -483,7 +486,7 @@ def print_report(report):
               f"{fmt(s['latency_ms_p50'], '.1f'):>11} {fmt(s['latency_ms_p95'], '.1f'):>7} "
               f"{fmt(s['prompt_tokens_mean'], '.0f'):>7} {fmt(s['prompt_n_mean'], '.1f'):>9} "
               f"{fmt(s['evaluated_fraction'], '.1%'):>9} {fmt(s['generated_mean'], '.1f'):>9} "
-              f"{fmt(s['generated_per_second'], '.1f'):>6} "
+              f"{fmt(s['generated_per_second'], '.1f'):>6} {s['drafted']:>7} "
               f"{fmt(s['acceptance'], '.0%'):>6} {fmt(s['mat'], '.2f'):>5}  {same}")
     if report["independence"] is not None:
         cells = [f"{setting} {t['equal']}/{t['requests']}" + (f" (+{t['prefix']} cut)" if t["prefix"] else "")
