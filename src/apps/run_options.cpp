@@ -167,6 +167,12 @@ void add_model_options(CLI::App& app, RunOptions& options) {
                  "by up to 0.58 on Qwen2.5-Coder-1.5B Q4_K_M, so speculative output can leave target-only output at a "
                  "clear lead (docs/real-pair.md, 'Repacking'). The draft is always repacked: its kernels only move "
                  "its acceptance");
+    app.add_flag("--repack-prompt", options.repack_prompt,
+                 "Prefill prompts with a second, repacked copy of the target (its memory again, and a second KV "
+                 "cache), whose prompt processing ran 1.4-2x faster on 2 AVX2 cores; decoding and verification keep "
+                 "the unrepacked kernels, so speculative output stays target-only output. A prompt's cells then "
+                 "differ from an unrepacked prefill's, as llama-server's repacked ones do (docs/server.md). No effect "
+                 "with --repack or a target off the CPU");
     app.add_flag("-v,--verbose", options.verbose, "Show llama.cpp's own log output");
 }
 
@@ -353,6 +359,12 @@ DecodingSession open_session(const RunOptions& options) {
     ContextOptions context = options.context;
     context.hidden_states = options.context.hidden_states || session.generation.judge->needs_hidden_states();
     session.decoder = std::make_unique<SpeculativeDecoder>(*session.target, session.draft.get(), context, ngram);
+    if (options.repack_prompt && !options.model.repack && session.target->cpu_resident()) {
+        ModelOptions repacked = options.model;
+        repacked.repack = true;
+        session.prompt_target = std::make_unique<Model>(target_path, repacked);
+        session.decoder->use_repacked_prompts(*session.prompt_target);
+    }
     if (!options.trace_path.empty()) {
         session.trace = std::make_unique<std::ofstream>(options.trace_path);
         if (!*session.trace) throw Error(fmt::format("cannot write trace file: {}", options.trace_path));

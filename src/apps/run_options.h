@@ -21,6 +21,7 @@ struct RunOptions {
     std::string draft_path;  // empty: target-only
     ModelOptions model;  // the target's; the draft's too, but for its RPC servers
     std::vector<std::string> draft_rpc_servers;  // --rpc-draft; empty: the draft runs locally
+    bool repack_prompt = false;  // --repack-prompt: prefill prompts with a repacked copy of the target
     ContextOptions context;
     // --spec-type, llama.cpp's names: draft-simple (the draft model) and ngram-*, chained n-gram first.
     // Empty: the draft model when there is one.
@@ -62,6 +63,7 @@ void add_cost_trace_option(CLI::App& app, RunOptions& options);
 struct DecodingSession {
     std::unique_ptr<Model> target;
     std::unique_ptr<Model> draft;  // null: no draft model (target-only, or n-gram drafts alone)
+    std::unique_ptr<Model> prompt_target;  // --repack-prompt: the target repacked, for prompts only
     std::unique_ptr<SpeculativeDecoder> decoder;
     GenerationOptions generation;  // the run's options with its judge
     std::unique_ptr<std::ofstream> trace;  // open when --trace was given

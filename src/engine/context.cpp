@@ -152,4 +152,17 @@ void ModelContext::shift_left(int32_t sequence_id, int32_t from, int32_t n, int3
 
 bool ModelContext::can_shift() const { return llama_memory_can_shift(llama_get_memory(ctx_)); }
 
+std::vector<uint8_t> ModelContext::save_sequence(int32_t sequence_id) const {
+    std::vector<uint8_t> cells(llama_state_seq_get_size(ctx_, sequence_id));
+    const size_t written = llama_state_seq_get_data(ctx_, cells.data(), cells.size(), sequence_id);
+    if (written != cells.size())
+        throw Error(fmt::format("llama.cpp could not save sequence {}'s cells ({})", sequence_id, model_.path()));
+    return cells;
+}
+
+void ModelContext::load_sequence(int32_t sequence_id, std::span<const uint8_t> cells) {
+    if (llama_state_seq_set_data(ctx_, cells.data(), cells.size(), sequence_id) != cells.size())
+        throw Error(fmt::format("llama.cpp could not load sequence {}'s cells ({})", sequence_id, model_.path()));
+}
+
 }  // namespace klspec

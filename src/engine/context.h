@@ -73,6 +73,11 @@ public:
     // (llama.cpp re-rotates their keys: a KV shift). Only where can_shift().
     void shift_left(int32_t sequence_id, int32_t from, int32_t n, int32_t to);
     bool can_shift() const;
+    // The sequence's cells as llama.cpp serialises them (positions, keys and values), and back: into a context of
+    // a model of the same shape with the same options (a repacked copy of the target: SpeculativeDecoder's
+    // prompt context). load_sequence replaces what the sequence held; throws klspec::Error if llama.cpp refuses.
+    std::vector<uint8_t> save_sequence(int32_t sequence_id) const;
+    void load_sequence(int32_t sequence_id, std::span<const uint8_t> cells);
 
     int32_t n_ctx() const { return n_ctx_; }  // per sequence
     int32_t n_sequences() const { return n_sequences_; }

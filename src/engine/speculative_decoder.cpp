@@ -86,7 +86,8 @@ Sequence::Sequence(int32_t id, GenerationOptions options)
 
 SpeculativeDecoder::SpeculativeDecoder(const Model& target, const Model* draft, const ContextOptions& options,
                                        const NgramOptions& ngram)
-    : target_(target), target_ctx_(target, options), n_target_vocab_(target.n_vocab()), target_batch_(64),
+    : target_(target), target_ctx_(target, options), context_options_(options), n_target_vocab_(target.n_vocab()),
+      target_batch_(64),
       draft_batch_(64), kept_(static_cast<size_t>(options.n_sequences)) {
     if (ngram.enabled()) ngram_ = std::make_unique<NgramDrafter>(ngram, options.n_sequences);
     if (draft != nullptr) {
@@ -101,7 +102,45 @@ SpeculativeDecoder::SpeculativeDecoder(const Model& target, const Model* draft, 
 }
 
 double SpeculativeDecoder::llama_decode_seconds() const {
-    return target_ctx_.decode_seconds() + (draft_ctx_ ? draft_ctx_->decode_seconds() : 0.0);
+    return target_ctx_.decode_seconds() + (draft_ctx_ ? draft_ctx_->decode_seconds() : 0.0) +
+           (prompt_ctx_ ? prompt_ctx_->decode_seconds() : 0.0);
+}
+
+void SpeculativeDecoder::use_repacked_prompts(const Model& repacked_target) {
+    if (repacked_target.n_vocab() != target_.n_vocab() || repacked_target.n_embd() != target_.n_embd() ||
+        repacked_target.n_params() != target_.n_params())
+        throw Error(fmt::format("the prompt model {} is not the target {}", repacked_target.path(), target_.path()));
+    ContextOptions options = context_options_;
+    options.hidden_states = false;  // verification rows read hidden states; prompt rows do not
+    prompt_ctx_ = std::make_unique<ModelContext>(repacked_target, options);
+}
+
+void SpeculativeDecoder::prefill_prompt(int32_t id, std::span<const int32_t> tokens, int32_t first_pos,
+                                        std::vector<float>* logits_out) {
+    // The repacked kernels batch rows in fours (fewer run the one-token kernel), and the cells are copied twice.
+    const bool repacked = prompt_ctx_ && to_int(tokens.size()) >= kRepackedPrefill;
+    ModelContext& ctx = repacked ? *prompt_ctx_ : target_ctx_;
+    if (repacked) {
+        prompt_ctx_->truncate(id, 0);
+        if (first_pos > 0) prompt_ctx_->load_sequence(id, target_ctx_.save_sequence(id));
+    }
+    const double start = ctx.decode_seconds();
+    if (logits_out != nullptr) {
+        ctx.forward_rows(id, tokens, first_pos, [&](size_t, int32_t row) {
+            const std::span<const float> logits = ctx.logits(row);
+            logits_out->assign(logits.begin(), logits.end());
+        }, tokens.size() - 1);
+    } else {
+        ctx.prefill(id, tokens, first_pos);
+    }
+    if (to_int(tokens.size()) >= kTimedPrefill) {
+        target_prefill_seconds_ += ctx.decode_seconds() - start;
+        target_prefill_tokens_ += to_int(tokens.size());
+    }
+    if (repacked) {
+        target_ctx_.load_sequence(id, prompt_ctx_->save_sequence(id));
+        prompt_ctx_->truncate(id, 0);
+    }
 }
 
 Sequence SpeculativeDecoder::start(int32_t id, const std::string& prompt, GenerationOptions options) {
@@ -154,19 +193,7 @@ Sequence SpeculativeDecoder::start(int32_t id, std::vector<int32_t> prompt_token
         std::span<const int32_t>(prompt_tokens)
             .subspan(static_cast<size_t>(target_reused))
             .first(cached_prompt.size() - static_cast<size_t>(target_reused) + (logits_from_prompt ? 1 : 0));
-    const double prefill_start = target_ctx_.decode_seconds();
-    if (logits_from_prompt) {
-        target_ctx_.forward_rows(id, to_prefill, target_reused, [&](size_t, int32_t row) {
-            const std::span<const float> logits = target_ctx_.logits(row);
-            seq.prompt_logits_.assign(logits.begin(), logits.end());
-        }, to_prefill.size() - 1);
-    } else {
-        target_ctx_.prefill(id, to_prefill, target_reused);
-    }
-    if (to_int(to_prefill.size()) >= kTimedPrefill) {
-        target_prefill_seconds_ += target_ctx_.decode_seconds() - prefill_start;
-        target_prefill_tokens_ += to_int(to_prefill.size());
-    }
+    if (!to_prefill.empty()) prefill_prompt(id, to_prefill, target_reused, logits_from_prompt ? &seq.prompt_logits_ : nullptr);
     // The draft's prefill waits for the sequence's first drafted step (prefill_draft_gaps): a prompt that the
     // automatic γ never drafts on costs the draft nothing (it cost 0.6x target-only's prompt rate).
     if (draft_ctx_) draft_ctx_->truncate(id, draft_reused);

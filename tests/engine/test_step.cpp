@@ -682,5 +682,38 @@ TEST(Step, ForwardFromARowGivesThoseRowsOfTheWholePass) {
     EXPECT_THROW(decoder.forward(ModelRole::Target, tokens, false, 0, int32_t(tokens.size()) + 1), Error);
 }
 
+// use_repacked_prompts moves each prompt's cells from the prompt context into the target's, and first the cells a
+// prompt reuses the other way. With a copy that llama.cpp cannot repack (F32) the kernels are the target's, so
+// every token and the first token's logits must be those of a decoder without a prompt context, on two ids, with
+// the prompt cache reused and a prompt short enough to stay in the target's context.
+TEST(Step, RepackedPromptsMoveTheCellsIntoTheTargetsContext) {
+    const Model target(test::kTargetModel, test::offload());
+    const Model copy(test::kTargetModel, test::offload());
+    const Model draft(test::kDraftQ4, test::offload());
+    SpeculativeDecoder plain(target, &draft, test_context(2));
+    SpeculativeDecoder moved(target, &draft, test_context(2));
+    moved.use_repacked_prompts(copy);
+    GenerationOptions options = greedy(24, 4);
+    options.cache_prompt = true;
+    options.first_token_from_prompt = true;
+    options.logprobs = 0;
+    const std::vector<int32_t> first = target.tokenize("Once upon a time, there was a little girl named Lily.", true, true);
+    std::vector<int32_t> longer = first;
+    for (const int32_t token : target.tokenize(" She liked to play in the park with her dog.", false, true)) longer.push_back(token);
+    std::vector<int32_t> one_more = longer;
+    one_more.push_back(target.tokenize(" The", false, true).front());
+    for (const int32_t id : {1, 0}) {
+        for (const std::vector<int32_t>* prompt : std::initializer_list<const std::vector<int32_t>*>{&first, &longer, &one_more}) {
+            const GenerationResult a = run_to_end(plain, id, *prompt, options);
+            const GenerationResult b = run_to_end(moved, id, *prompt, options);
+            EXPECT_EQ(b.tokens, a.tokens) << "id " << id << ", prompt of " << prompt->size();
+            EXPECT_EQ(b.stats.prompt_cached_tokens, a.stats.prompt_cached_tokens);
+            ASSERT_FALSE(b.logprobs.empty());
+            EXPECT_EQ(b.logprobs[0].chosen.logprob, a.logprobs[0].chosen.logprob);
+        }
+    }
+    EXPECT_GT(run_to_end(moved, 1, longer, options).stats.prompt_cached_tokens, int64_t(first.size()));
+}
+
 }  // namespace
 }  // namespace klspec

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -122,6 +123,48 @@ TEST_F(RealPair, GreedySpeculativeOutputIsTargetOnlyOutputUpToNearTies) {
     }
     std::cout << "[ pair     ] acceptance " << accepted << "/" << drafted << ", " << divergences << " near-tie divergences\n";
     EXPECT_GT(accepted, drafted / 2) << "the 0.5B sibling should agree with its target on most code tokens";
+}
+
+// --repack-prompt on the real target: prompts prefilled by a repacked copy (llama.cpp's interleaved Q4_K kernels,
+// whose logits differ from the unrepacked ones), decoding on the unrepacked target. Target-only and speculative
+// decoding prefill alike, so their greedy answers are equal token for token, fresh and with the prompt cache
+// reused; and the first token's logprob shows that the copy's kernels, not the target's, ran the prompt.
+TEST_F(RealPair, RepackedPromptsKeepSpeculativeOutputTargetOnlyOutput) {
+    ModelOptions repacked = test::offload();
+    repacked.repack = true;
+    const Model copy(kTarget, repacked);
+    SpeculativeDecoder target_only(*target_, nullptr, pair_context());
+    SpeculativeDecoder speculative(*target_, draft_, pair_context());
+    SpeculativeDecoder unrepacked(*target_, nullptr, pair_context());
+    target_only.use_repacked_prompts(copy);
+    speculative.use_repacked_prompts(copy);
+    GenerationOptions options;
+    options.max_tokens = 48;
+    options.draft_max = 8;
+    options.draft_policy = DraftPolicy::Fixed;
+    options.cache_prompt = true;
+    options.first_token_from_prompt = true;
+    options.logprobs = 0;
+    double largest_logprob_difference = 0;
+    for (const std::string& prompt : {chat(kRequests[0]), chat(long_request()), chat(long_request() + " Add a docstring.")}) {
+        const std::vector<int32_t> tokens = target_->tokenize(prompt, /*add_bos=*/true, /*parse_special=*/true);
+        const auto run = [&](SpeculativeDecoder& decoder) {
+            Sequence seq = decoder.start(0, tokens, options);
+            Sequence* const batch[] = {&seq};
+            while (!seq.finished()) decoder.step(batch);
+            return seq.take_result();
+        };
+        const GenerationResult alone = run(target_only);
+        const GenerationResult drafted = run(speculative);
+        EXPECT_EQ(drafted.tokens, alone.tokens) << prompt;
+        EXPECT_GT(drafted.stats.accepted, 0);
+        const GenerationResult other = run(unrepacked);
+        largest_logprob_difference = std::max(
+            largest_logprob_difference, std::abs(double(other.logprobs[0].chosen.logprob) - alone.logprobs[0].chosen.logprob));
+    }
+    std::cout << "[ pair     ] first token's logprob, repacked against unrepacked prompt: " << largest_logprob_difference
+              << " apart at most\n";
+    EXPECT_GT(largest_logprob_difference, 0) << "the copy ran the unrepacked kernels: this test checks nothing";
 }
 
 // Every rule of the table at the pair's vocabulary, greedy and sampled: each sees full rows, is consulted,
