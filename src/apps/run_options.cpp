@@ -169,7 +169,7 @@ void add_model_options(CLI::App& app, RunOptions& options) {
                  "its acceptance");
     app.add_flag("--repack-prompt", options.repack_prompt,
                  "Prefill prompts with a second, repacked copy of the target (its memory again, and a second KV "
-                 "cache), whose prompt processing ran 1.4-2x faster on 2 AVX2 cores; decoding and verification keep "
+                 "cache), whose prompts ran 1.3x faster on 2 AVX2 cores (docs/server.md); decoding and verification keep "
                  "the unrepacked kernels, so speculative output stays target-only output. A prompt's cells then "
                  "differ from an unrepacked prefill's, as llama-server's repacked ones do (docs/server.md). No effect "
                  "with --repack or a target off the CPU");

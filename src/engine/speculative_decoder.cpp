@@ -120,9 +120,10 @@ void SpeculativeDecoder::prefill_prompt(int32_t id, std::span<const int32_t> tok
     // The repacked kernels batch rows in fours (fewer run the one-token kernel), and the cells are copied twice.
     const bool repacked = prompt_ctx_ && to_int(tokens.size()) >= kRepackedPrefill;
     ModelContext& ctx = repacked ? *prompt_ctx_ : target_ctx_;
-    if (repacked) {
+    if (repacked && first_pos > 0) {
+        prompt_ctx_->load_sequence(id, target_ctx_.save_sequence(id));  // replaces what the copy held
+    } else if (repacked) {
         prompt_ctx_->truncate(id, 0);
-        if (first_pos > 0) prompt_ctx_->load_sequence(id, target_ctx_.save_sequence(id));
     }
     const double start = ctx.decode_seconds();
     if (logits_out != nullptr) {
@@ -137,10 +138,7 @@ void SpeculativeDecoder::prefill_prompt(int32_t id, std::span<const int32_t> tok
         target_prefill_seconds_ += ctx.decode_seconds() - start;
         target_prefill_tokens_ += to_int(tokens.size());
     }
-    if (repacked) {
-        target_ctx_.load_sequence(id, prompt_ctx_->save_sequence(id));
-        prompt_ctx_->truncate(id, 0);
-    }
+    if (repacked) target_ctx_.load_sequence(id, prompt_ctx_->save_sequence(id));
 }
 
 Sequence SpeculativeDecoder::start(int32_t id, const std::string& prompt, GenerationOptions options) {
@@ -193,7 +191,8 @@ Sequence SpeculativeDecoder::start(int32_t id, std::vector<int32_t> prompt_token
         std::span<const int32_t>(prompt_tokens)
             .subspan(static_cast<size_t>(target_reused))
             .first(cached_prompt.size() - static_cast<size_t>(target_reused) + (logits_from_prompt ? 1 : 0));
-    if (!to_prefill.empty()) prefill_prompt(id, to_prefill, target_reused, logits_from_prompt ? &seq.prompt_logits_ : nullptr);
+    if (!to_prefill.empty())
+        prefill_prompt(id, to_prefill, target_reused, logits_from_prompt ? &seq.prompt_logits_ : nullptr);
     // The draft's prefill waits for the sequence's first drafted step (prefill_draft_gaps): a prompt that the
     // automatic γ never drafts on costs the draft nothing (it cost 0.6x target-only's prompt rate).
     if (draft_ctx_) draft_ctx_->truncate(id, draft_reused);

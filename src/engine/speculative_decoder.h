@@ -238,7 +238,8 @@ public:
     bool has_ngram_drafter() const { return ngram_ != nullptr; }
     int32_t n_sequences() const { return target_ctx_.n_sequences(); }
     const Model& target() const { return target_; }
-    // Wall time inside llama_decode, both models, since construction (the rest of a step is the engine's).
+    // Wall time inside llama_decode, every context (target, draft, prompt), since construction (the rest of a step
+    // is the engine's).
     double llama_decode_seconds() const;
     // The target's llama_decode calls since construction (prompt chunks included).
     int64_t target_decode_calls() const { return target_ctx_.decode_calls(); }

@@ -702,8 +702,9 @@ TEST(Step, RepackedPromptsMoveTheCellsIntoTheTargetsContext) {
     for (const int32_t token : target.tokenize(" She liked to play in the park with her dog.", false, true)) longer.push_back(token);
     std::vector<int32_t> one_more = longer;
     one_more.push_back(target.tokenize(" The", false, true).front());
+    const std::vector<int32_t>* const prompts[] = {&first, &longer, &one_more};
     for (const int32_t id : {1, 0}) {
-        for (const std::vector<int32_t>* prompt : std::initializer_list<const std::vector<int32_t>*>{&first, &longer, &one_more}) {
+        for (const std::vector<int32_t>* prompt : prompts) {
             const GenerationResult a = run_to_end(plain, id, *prompt, options);
             const GenerationResult b = run_to_end(moved, id, *prompt, options);
             EXPECT_EQ(b.tokens, a.tokens) << "id " << id << ", prompt of " << prompt->size();
