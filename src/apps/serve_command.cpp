@@ -23,6 +23,7 @@ struct ServeOptions {
     server::ServerOptions server;
     bool no_cache_prompt = false;
     int32_t cache_reuse = 0;
+    int64_t cache_ram_mib = 8192;  // llama-server's default
     bool add_bos_to_token_prompts = false;
     std::string api_key_file;
     int drain_timeout_s = 30;
@@ -84,6 +85,7 @@ void run_serve(const ServeOptions& options) {
         generation.cache_prompt = !options.no_cache_prompt;
         generation.first_token_from_prompt = true;  // as llama-server: the first token from the prompt's logits
         generation.cache_reuse_min_chunk = options.cache_reuse;
+        session.decoder->use_prompt_cache(options.cache_ram_mib < 0 ? -1 : options.cache_ram_mib << 20);
         server::RequestDefaults defaults{.generation = generation, .judge = run.judge, .n_ctx = run.context.n_ctx,
                                          .n_batch = run.context.n_batch};
         defaults.add_bos_to_token_prompts = options.add_bos_to_token_prompts;
@@ -160,6 +162,12 @@ void register_serve_command(CLI::App& app) {
                     "the prompt holds further on by shifting their KV cells (an editor's moving window; the request "
                     "field n_cache_reuse overrides; 0: off)")
         ->capture_default_str()->check(CLI::NonNegativeNumber);
+    cmd->add_option("--cache-ram", options->cache_ram_mib,
+                    "llama-server's --cache-ram N: keep the prompt cells a slot loses to another request in host "
+                    "memory, up to N MiB (-1: no limit, 0: off), and load them back for a later request that shares "
+                    "more with them than with any free slot (clients cycling through more prompts than there are "
+                    "slots then prefill each prompt once)")
+        ->capture_default_str()->check(CLI::Range(int64_t{-1}, int64_t{1} << 40));
     cmd->add_flag("--add-bos-to-token-prompts", options->add_bos_to_token_prompts,
                   "Prepend the BOS token to a token-id prompt that does not start with it, where the model's text "
                   "prompts get one (lm-evaluation-harness's remote tokenizer sends ids without it); the request field "

@@ -172,6 +172,7 @@ Sequence SpeculativeDecoder::start(int32_t id, std::vector<int32_t> prompt_token
     const std::span<const int32_t> cached_prompt(prompt_tokens.data(), prompt_tokens.size() - 1);
     KeptCells kept = std::exchange(kept_[static_cast<size_t>(id)], {});
     const bool cache = seq.options_.cache_prompt;
+    if (cache && prompt_cache_) swap_with_prompt_cache(id, kept, cached_prompt, seq.options_.cache_reuse_min_chunk);
     // A prompt with a token the draft's vocabulary lacks is decoded target-only; the draft keeps what it has.
     seq.draft_unreadable_ = draft_ctx_ && std::any_of(prompt_tokens.begin(), prompt_tokens.end(),
                                                       [&](int32_t t) { return t >= n_draft_vocab_; });
@@ -221,10 +222,10 @@ Sequence SpeculativeDecoder::start(int32_t id, std::vector<int32_t> prompt_token
     return seq;
 }
 
-int32_t SpeculativeDecoder::reuse_kept_cells(ModelContext& ctx, int32_t id, std::span<const int32_t> kept,
-                                             std::span<const int32_t> prompt, int32_t min_chunk) {
+int32_t SpeculativeDecoder::reusable_kept_cells(std::span<const int32_t> kept, std::span<const int32_t> prompt,
+                                                int32_t min_chunk, const ShiftRun& on_shift) {
     int32_t reused = common_prefix(kept, prompt);
-    if (min_chunk <= 0 || !ctx.can_shift()) return reused;
+    if (min_chunk <= 0) return reused;
     // llama-server's --cache-reuse: walk the kept tokens past the prefix; a run of at least min_chunk of them
     // that the prompt continues with moves left to where the prompt has it, and a shorter one is skipped.
     size_t kept_head = static_cast<size_t>(reused);
@@ -236,11 +237,40 @@ int32_t SpeculativeDecoder::reuse_kept_cells(ModelContext& ctx, int32_t id, std:
             ++kept_head;
             continue;
         }
-        ctx.shift_left(id, to_int(kept_head), to_int(n), reused);
+        if (on_shift) on_shift(to_int(kept_head), to_int(n), reused);
         kept_head += n;
         reused += to_int(n);
     }
     return reused;
+}
+
+int32_t SpeculativeDecoder::reuse_kept_cells(ModelContext& ctx, int32_t id, std::span<const int32_t> kept,
+                                             std::span<const int32_t> prompt, int32_t min_chunk) {
+    return reusable_kept_cells(kept, prompt, ctx.can_shift() ? min_chunk : 0, [&](int32_t from, int32_t n, int32_t to) {
+        ctx.shift_left(id, from, n, to);
+    });
+}
+
+void SpeculativeDecoder::use_prompt_cache(int64_t max_bytes) {
+    prompt_cache_ = max_bytes == 0 ? nullptr : std::make_unique<PromptCache>(max_bytes);
+}
+
+void SpeculativeDecoder::swap_with_prompt_cache(int32_t id, KeptCells& kept, std::span<const int32_t> prompt,
+                                                int32_t min_chunk) {
+    // llama-server's rule (server_context's slot choice): the id's cells go to the cache when the prompt would keep
+    // less than half of them, and the cache's best entry comes in when it shares more with the prompt than they do.
+    const int32_t here = reusable_kept_cells(kept.tokens, prompt, target_ctx_.can_shift() ? min_chunk : 0, {});
+    std::optional<PromptCache::Entry> best = prompt_cache_->take_best(prompt, here);
+    if (!kept.tokens.empty() && (best || 2 * static_cast<size_t>(here) < kept.tokens.size())) {
+        std::vector<uint8_t> draft_cells = draft_ctx_ && kept.draft > 0 ? draft_ctx_->save_sequence(id) : std::vector<uint8_t>();
+        prompt_cache_->save({std::move(kept.tokens), kept.draft, target_ctx_.save_sequence(id), std::move(draft_cells)});
+        kept = {};
+    }
+    if (!best) return;
+    target_ctx_.load_sequence(id, best->target_cells);
+    if (draft_ctx_ && best->draft_tokens > 0) draft_ctx_->load_sequence(id, best->draft_cells);
+    else if (draft_ctx_) draft_ctx_->truncate(id, 0);
+    kept = {std::move(best->tokens), best->draft_tokens};
 }
 
 int32_t SpeculativeDecoder::reusable_prompt(int32_t id, std::span<const int32_t> prompt_tokens) const {

@@ -31,6 +31,7 @@
 #include "engine/context.h"
 #include "engine/model.h"
 #include "engine/ngram_drafter.h"
+#include "engine/prompt_cache.h"
 
 namespace klspec {
 
@@ -232,6 +233,12 @@ public:
     // prefilled unrepacked at near ties. Costs a second KV cache of the target's size (llama.cpp moves a sequence's
     // cells only between contexts with as many sequences).
     void use_repacked_prompts(const Model& repacked_target);
+    // Keeps the cells a slot loses to another prompt in host memory, up to max_bytes (< 0: no limit, 0: off), and
+    // loads them back for a later prompt that shares more with them than with its slot's cells: llama-server's
+    // prompt cache (--cache-ram). Sequences with cache_prompt only. The cells come back bit for bit, so the output
+    // is a cold prompt's.
+    void use_prompt_cache(int64_t max_bytes);
+    const PromptCache* prompt_cache() const { return prompt_cache_.get(); }
     void set_observer(JudgeObserver observer) { observer_ = std::move(observer); }
     void set_step_cost_observer(StepCostObserver observer) { step_cost_observer_ = std::move(observer); }
     bool has_draft() const { return draft_ctx_ != nullptr; }
@@ -273,6 +280,10 @@ private:
     // cells past that are stale: the caller truncates them.
     static int32_t reuse_kept_cells(ModelContext& ctx, int32_t id, std::span<const int32_t> kept,
                                     std::span<const int32_t> prompt, int32_t min_chunk);
+    // The same count without touching a context; on_shift(from, n, to) is told each run moved left.
+    using ShiftRun = std::function<void(int32_t from, int32_t n, int32_t to)>;
+    static int32_t reusable_kept_cells(std::span<const int32_t> kept, std::span<const int32_t> prompt,
+                                       int32_t min_chunk, const ShiftRun& on_shift);
     // Throws PromptError for a prompt that is empty or leaves no room to generate in the context.
     void check_prompt(std::span<const int32_t> prompt_tokens) const;
     // Prefills `tokens` at positions first_pos.. of sequence `id` in the target's cache, in the prompt context when
@@ -346,6 +357,8 @@ private:
         std::vector<int32_t> tokens;
         int32_t draft = 0;
     };
+    // use_prompt_cache: before a sequence starts on `id`, trades what the id kept (`kept`) with the cache.
+    void swap_with_prompt_cache(int32_t id, KeptCells& kept, std::span<const int32_t> prompt, int32_t min_chunk);
 
     const Model& target_;
     ModelContext target_ctx_;
@@ -391,6 +404,7 @@ private:
     StepCostObserver step_cost_observer_;
     StepCostRecord step_cost_;     // the current step's, filled while step_cost_observer_ is set
     std::vector<KeptCells> kept_;  // per sequence id
+    std::unique_ptr<PromptCache> prompt_cache_;  // use_prompt_cache's
 };
 
 }  // namespace klspec

@@ -609,6 +609,46 @@ TEST(Step, PromptCacheStopsAtTheFirstDifferingToken) {
     EXPECT_EQ(with_cache.tokens, run_to_end(fresh, 0, departing, greedy(32, 8)).tokens);
 }
 
+// use_prompt_cache (llama-server's --cache-ram): a prompt whose slot lost its cells to another prompt gets them
+// back from host memory, in both models, and decodes what a fresh decoder decodes; without the cache the same
+// sequence of prompts prefills it again.
+TEST(Step, PromptCacheInHostMemoryBringsBackAPromptItsSlotLost) {
+    const Model target(test::kTargetModel, test::offload());
+    const Model draft(test::kDraftQ4, test::offload());
+    GenerationOptions options = greedy(32, 8);
+    options.cache_prompt = true;
+    SpeculativeDecoder cached(target, &draft, test_context());
+    cached.use_prompt_cache(-1);
+    SpeculativeDecoder fresh(target, &draft, test_context());
+    const std::vector<int32_t> first = target.tokenize("Once upon a time, there was a little girl named Lily.", true, true);
+    const std::vector<int32_t> other = target.tokenize("Tom and his dog went to the park to play ball.", true, true);
+    ASSERT_NE(first[1], other[1]);
+
+    const GenerationResult cold = run_to_end(cached, 0, first, options);
+    const int32_t kept = cached.cached_tokens(0);
+    run_to_end(cached, 0, other, options);  // takes the slot: its cells go to host memory
+    ASSERT_NE(cached.prompt_cache(), nullptr);
+    EXPECT_EQ(cached.prompt_cache()->entries(), 1u);
+    EXPECT_EQ(cached.reusable_prompt(0, first), 1);  // the slot itself shares only BOS with it now
+
+    const GenerationResult again = run_to_end(cached, 0, first, options);
+    EXPECT_EQ(again.stats.prompt_cached_tokens, int64_t(first.size()) - 1);  // all the cache may give
+    EXPECT_GE(kept, int32_t(first.size()) - 1);
+    EXPECT_EQ(again.stats.draft_prefilled_tokens, 0) << "the draft's cells came back too";
+    EXPECT_GT(cold.stats.draft_prefilled_tokens, 0);
+    // ... bit for bit: the draft proposes what it proposed after its own prefill.
+    EXPECT_EQ(again.stats.drafted, cold.stats.drafted);
+    EXPECT_EQ(again.stats.accepted, cold.stats.accepted);
+    EXPECT_EQ(again.tokens, cold.tokens);
+    EXPECT_EQ(again.tokens, run_to_end(fresh, 0, first, greedy(32, 8)).tokens);
+    EXPECT_EQ(cached.prompt_cache()->entries(), 1u) << "the other prompt went to the cache in its turn";
+
+    // Off (the same prompts on a decoder without the cache): the prompt is prefilled again.
+    run_to_end(fresh, 0, first, options);
+    run_to_end(fresh, 0, other, options);
+    EXPECT_EQ(run_to_end(fresh, 0, first, options).stats.prompt_cached_tokens, 1);
+}
+
 // first_token_from_prompt: the first token comes from the prompt's logits (as llama-server takes it), so the
 // first step emits exactly that one token without a target call; its logprob is the target's after the
 // prompt, and the output is unchanged.
