@@ -21,7 +21,7 @@ void PromptCache::save(Entry entry) {
     }
 }
 
-std::optional<PromptCache::Entry> PromptCache::take_best(std::span<const int32_t> prompt, int32_t at_least) {
+const PromptCache::Entry* PromptCache::best(std::span<const int32_t> prompt, int32_t at_least) {
     auto best = entries_.end();
     int32_t best_shared = at_least;
     for (auto it = entries_.begin(); it != entries_.end(); ++it) {
@@ -31,11 +31,9 @@ std::optional<PromptCache::Entry> PromptCache::take_best(std::span<const int32_t
             best_shared = shared;
         }
     }
-    if (best == entries_.end()) return std::nullopt;
-    Entry taken = std::move(*best);
-    bytes_ -= taken.bytes();
-    entries_.erase(best);
-    return taken;
+    if (best == entries_.end()) return nullptr;
+    entries_.splice(entries_.begin(), entries_, best);
+    return &entries_.front();
 }
 
 }  // namespace klspec

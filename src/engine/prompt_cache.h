@@ -3,7 +3,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <list>
-#include <optional>
 #include <span>
 #include <vector>
 
@@ -29,9 +28,10 @@ public:
     // Keeps the entry as the most recently used, in place of one with the same tokens, and drops the least
     // recently used ones beyond the budget; an entry larger than the whole budget is not kept.
     void save(Entry entry);
-    // Removes and returns the entry whose tokens share the longest prefix with `prompt`, if that prefix is longer
-    // than `at_least` tokens (the slot loading it holds it then; it comes back here when the slot loses it).
-    std::optional<Entry> take_best(std::span<const int32_t> prompt, int32_t at_least);
+    // The entry whose tokens share the longest prefix with `prompt`, if that prefix is longer than `at_least`
+    // tokens, marked the most recently used; null if none. It stays (a slot loading it for a token or two must
+    // not take it from the prompt it belongs to); the pointer holds until the next save().
+    const Entry* best(std::span<const int32_t> prompt, int32_t at_least);
 
     size_t entries() const { return entries_.size(); }
     size_t bytes() const { return bytes_; }

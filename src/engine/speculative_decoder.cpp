@@ -257,20 +257,21 @@ void SpeculativeDecoder::use_prompt_cache(int64_t max_bytes) {
 
 void SpeculativeDecoder::swap_with_prompt_cache(int32_t id, KeptCells& kept, std::span<const int32_t> prompt,
                                                 int32_t min_chunk) {
-    // llama-server's rule (server_context's slot choice): the id's cells go to the cache when the prompt would keep
-    // less than half of them, and the cache's best entry comes in when it shares more with the prompt than they do.
+    // llama-server's rule (server_context's slot choice): the id's cells are copied to the cache when the prompt
+    // would keep less than half of them or the cache has better, and the cache's best entry comes in when it
+    // shares more with the prompt than they do. Saved first: loading overwrites them.
     const int32_t here = reusable_kept_cells(kept.tokens, prompt, target_ctx_.can_shift() ? min_chunk : 0, {});
-    std::optional<PromptCache::Entry> best = prompt_cache_->take_best(prompt, here);
-    if (!kept.tokens.empty() && (best || 2 * static_cast<size_t>(here) < kept.tokens.size())) {
+    const bool cache_has_better = prompt_cache_->best(prompt, here) != nullptr;
+    if (!kept.tokens.empty() && (cache_has_better || 2 * static_cast<size_t>(here) < kept.tokens.size())) {
         std::vector<uint8_t> draft_cells = draft_ctx_ && kept.draft > 0 ? draft_ctx_->save_sequence(id) : std::vector<uint8_t>();
-        prompt_cache_->save({std::move(kept.tokens), kept.draft, target_ctx_.save_sequence(id), std::move(draft_cells)});
-        kept = {};
+        prompt_cache_->save({kept.tokens, kept.draft, target_ctx_.save_sequence(id), std::move(draft_cells)});
     }
-    if (!best) return;
+    const PromptCache::Entry* best = cache_has_better ? prompt_cache_->best(prompt, here) : nullptr;
+    if (best == nullptr) return;  // the id's own cells serve, as far as they go
     target_ctx_.load_sequence(id, best->target_cells);
     if (draft_ctx_ && best->draft_tokens > 0) draft_ctx_->load_sequence(id, best->draft_cells);
     else if (draft_ctx_) draft_ctx_->truncate(id, 0);
-    kept = {std::move(best->tokens), best->draft_tokens};
+    kept = {best->tokens, best->draft_tokens};
 }
 
 int32_t SpeculativeDecoder::reusable_prompt(int32_t id, std::span<const int32_t> prompt_tokens) const {

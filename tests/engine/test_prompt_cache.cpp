@@ -11,20 +11,20 @@ PromptCache::Entry entry(std::vector<int32_t> tokens, size_t bytes) {
     return {std::move(tokens), 0, std::vector<uint8_t>(bytes, 7), {}};
 }
 
-TEST(PromptCache, TakesTheEntrySharingTheLongestPrefixOnlyWhenItBeatsTheSlot) {
+TEST(PromptCache, GivesTheEntrySharingTheLongestPrefixOnlyWhenItBeatsTheSlot) {
     PromptCache cache(-1);
     cache.save(entry({1, 2, 3, 4}, 10));
     cache.save(entry({1, 2, 9}, 10));
     cache.save(entry({5, 6}, 10));
     const std::vector<int32_t> prompt = {1, 2, 3, 7};
-    EXPECT_FALSE(cache.take_best(prompt, 3).has_value()) << "the slot's 3 shared tokens are as good";
-    const std::optional<PromptCache::Entry> best = cache.take_best(prompt, 2);
-    ASSERT_TRUE(best.has_value());
+    EXPECT_EQ(cache.best(prompt, 3), nullptr) << "the slot's 3 shared tokens are as good";
+    const PromptCache::Entry* best = cache.best(prompt, 2);
+    ASSERT_NE(best, nullptr);
     EXPECT_EQ(best->tokens, (std::vector<int32_t>{1, 2, 3, 4}));
-    EXPECT_EQ(cache.entries(), 2u) << "taken, not copied";
-    EXPECT_EQ(cache.bytes(), 20u);
-    EXPECT_EQ(cache.take_best(prompt, 0)->tokens, (std::vector<int32_t>{1, 2, 9}));
-    EXPECT_FALSE(cache.take_best(std::vector<int32_t>{8}, 0).has_value()) << "nothing shared";
+    EXPECT_EQ(cache.entries(), 3u) << "it stays for the next prompt it belongs to";
+    EXPECT_EQ(cache.bytes(), 30u);
+    EXPECT_EQ(cache.best(std::vector<int32_t>{1, 2, 9}, 0)->tokens, (std::vector<int32_t>{1, 2, 9}));
+    EXPECT_EQ(cache.best(std::vector<int32_t>{8}, 0), nullptr) << "nothing shared";
 }
 
 TEST(PromptCache, TheBudgetDropsTheLeastRecentlyUsedAndRefusesWhatCannotFit) {
@@ -34,13 +34,15 @@ TEST(PromptCache, TheBudgetDropsTheLeastRecentlyUsedAndRefusesWhatCannotFit) {
     cache.save(entry({1}, 12));  // the same tokens again: replaces the first, now the most recent
     EXPECT_EQ(cache.entries(), 2u);
     EXPECT_EQ(cache.bytes(), 22u);
-    cache.save(entry({3}, 10));  // 32 bytes > 25: {2}, the least recently used, goes
+    ASSERT_NE(cache.best(std::vector<int32_t>{2}, 0), nullptr);  // used: {1} is now the least recently used
+    cache.save(entry({3}, 10));  // 32 bytes > 25: {1} goes
     EXPECT_EQ(cache.entries(), 2u);
-    EXPECT_FALSE(cache.take_best(std::vector<int32_t>{2}, 0).has_value());
-    EXPECT_TRUE(cache.take_best(std::vector<int32_t>{1}, 0).has_value());
+    EXPECT_EQ(cache.bytes(), 20u);
+    EXPECT_EQ(cache.best(std::vector<int32_t>{1}, 0), nullptr);
+    EXPECT_NE(cache.best(std::vector<int32_t>{2}, 0), nullptr);
     cache.save(entry({4}, 26));  // larger than the whole budget: not kept, nothing dropped for it
-    EXPECT_EQ(cache.entries(), 1u);
-    EXPECT_EQ(cache.bytes(), 10u);
+    EXPECT_EQ(cache.entries(), 2u);
+    EXPECT_EQ(cache.bytes(), 20u);
 }
 
 }  // namespace

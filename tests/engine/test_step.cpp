@@ -626,7 +626,8 @@ TEST(Step, PromptCacheInHostMemoryBringsBackAPromptItsSlotLost) {
 
     const GenerationResult cold = run_to_end(cached, 0, first, options);
     const int32_t kept = cached.cached_tokens(0);
-    run_to_end(cached, 0, other, options);  // takes the slot: its cells go to host memory
+    const GenerationResult second = run_to_end(cached, 0, other, options);  // takes the slot: its cells are copied
+    EXPECT_EQ(second.stats.prompt_cached_tokens, 1) << "the slot's own cells still give what they share (BOS)";
     ASSERT_NE(cached.prompt_cache(), nullptr);
     EXPECT_EQ(cached.prompt_cache()->entries(), 1u);
     EXPECT_EQ(cached.reusable_prompt(0, first), 1);  // the slot itself shares only BOS with it now
@@ -641,7 +642,7 @@ TEST(Step, PromptCacheInHostMemoryBringsBackAPromptItsSlotLost) {
     EXPECT_EQ(again.stats.accepted, cold.stats.accepted);
     EXPECT_EQ(again.tokens, cold.tokens);
     EXPECT_EQ(again.tokens, run_to_end(fresh, 0, first, greedy(32, 8)).tokens);
-    EXPECT_EQ(cached.prompt_cache()->entries(), 1u) << "the other prompt went to the cache in its turn";
+    EXPECT_EQ(cached.prompt_cache()->entries(), 2u) << "the other prompt went to the cache in its turn";
 
     // Off (the same prompts on a decoder without the cache): the prompt is prefilled again.
     run_to_end(fresh, 0, first, options);

@@ -1,0 +1,113 @@
+#!/usr/bin/python3
+"""Serving four clients at once on the real pair (the issue "Speculation that pays on a CPU …": `-np 4` serving
+≥ 1.0× llama-server without a draft): Qwen2.5-Coder-1.5B-Instruct with its 0.5B sibling as shipped.
+
+  /usr/bin/python3 bench/serving/real_pair_np4.py [--passes 2] [--requests 16] [--max-tokens 128]
+      [--klspec build/klspec] [--work ~/.cache/klspec/real-pair-np4] [--no-llama-draft] [--json]
+
+Four streaming clients (bench/serving/serve_load.py) send the first 8 HumanEval problems in EvalPlus's chat
+prompt (as `klspec bench` renders them), greedy, to each server in turn, every server started alike with 4 slots
+and `-t 2`:
+  * klspec serve with the draft at its defaults (the automatic γ; the target unrepacked, for exactness);
+  * the same with --repack (llama.cpp's kernels for the target: the same as llama-server's);
+  * llama-server without a draft, and with the draft (`--spec-type draft-simple`, γ 3, its default).
+--passes interleaved passes, the second in reverse order; the table gives each pass's tokens/s (all clients'
+tokens over the wall time) and the ratio to llama-server without a draft in the same pass.
+"""
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE.parent / "lib"))
+from bench_common import Server, cpu_header, run  # noqa: E402
+
+LLAMA_BIN = Path.home() / ".cache/klspec"
+
+
+def fetch(name):
+    return run(["bash", ROOT / "scripts/fetch-real-model.sh", name]).stdout.strip().splitlines()[-1]
+
+
+def llama_server_binary():
+    found = sorted(LLAMA_BIN.glob("llama.cpp-*/install/bin/llama-server"))
+    if not found:
+        sys.exit("real_pair_np4: no llama-server under ~/.cache/klspec (bash scripts/build.sh builds it)")
+    return found[-1]
+
+
+def rendered_prompts(klspec, target, work):
+    """The first 8 HumanEval chat prompts as klspec renders them (one token decoded each, to get them written)."""
+    path = work / "prompts.jsonl"
+    if not path.exists():
+        run([klspec, "bench", "-m", target, "--dataset", "humaneval", "--limit", "8", "-n", "1", "-t", "2",
+             "--data-dir", ROOT.parent / "shared/datasets", "--outputs", path])
+    return path
+
+
+def servers(klspec, llama_server, target, draft):
+    slots = ["-np", "4", "-t", "2"]
+    return {
+        "klspec serve, draft, automatic γ": [klspec, "serve", "-m", target, "-md", draft, *slots, "-c", "1024"],
+        "klspec serve, draft, --repack": [klspec, "serve", "-m", target, "-md", draft, *slots, "-c", "1024",
+                                          "--repack"],
+        "llama-server, no draft": [llama_server, "-m", target, *slots, "-c", "4096", "--no-webui"],
+        "llama-server, draft γ 3": [llama_server, "-m", target, "-md", draft, "--spec-type", "draft-simple",
+                                    *slots, "-td", "2", "-c", "4096", "--no-webui"],
+    }
+
+
+def load(url, prompts, args):
+    done = subprocess.run([sys.executable, HERE / "serve_load.py", "--url", url, "--concurrency", "4",
+                           "--requests", str(args.requests), "--max-tokens", str(args.max_tokens),
+                           "--prompts", prompts, "--limit", "8", "--json"], capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"real_pair_np4: serve_load failed against {url}: {done.stdout[-500:]} {done.stderr[-500:]}")
+    return json.loads(done.stdout)["load"]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--klspec", default=str(ROOT / "build/klspec"))
+    parser.add_argument("--passes", type=int, default=2)
+    parser.add_argument("--requests", type=int, default=16, help="completions per server and pass")
+    parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--work", type=Path, default=Path.home() / ".cache/klspec/real-pair-np4")
+    parser.add_argument("--no-llama-draft", action="store_true", help="leave out llama-server with the draft")
+    parser.add_argument("--json", action="store_true", help="print the results as one JSON object")
+    args = parser.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    target, draft = fetch("qwen2.5-coder-1.5b"), fetch("qwen2.5-coder-0.5b")
+    prompts = rendered_prompts(args.klspec, target, args.work)
+    commands = servers(args.klspec, llama_server_binary(), target, draft)
+    if args.no_llama_draft:
+        del commands["llama-server, draft γ 3"]
+    results = {name: [] for name in commands}
+    for p in range(args.passes):
+        for name in (list(commands) if p % 2 == 0 else list(reversed(commands))):
+            with Server(commands[name], name, timeout=300) as server:
+                results[name].append(load(server.url, prompts, args))
+            print(f"pass {p}: {name}: {results[name][-1]['tokens_per_second']:.2f} tok/s", file=sys.stderr)
+    (args.work / "results.json").write_text(json.dumps({"commands": {k: list(map(str, v)) for k, v in
+                                                                     commands.items()}, "results": results}))
+    if args.json:
+        print(json.dumps(results))
+        return
+    reference = results["llama-server, no draft"]
+    print("\n".join(cpu_header()))
+    print(f"\n4 clients, {args.requests} requests of {args.max_tokens} tokens per server and pass, greedy\n")
+    print("| server | tok/s per pass | × llama-server no draft | latency p50 s | first chunk p50 s | drafted |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, runs in results.items():
+        rates = " / ".join(f"{r['tokens_per_second']:.2f}" for r in runs)
+        ratios = " / ".join(f"{r['tokens_per_second'] / ref['tokens_per_second']:.2f}" for r, ref in zip(runs, reference))
+        latency = " / ".join(f"{r['latency_p50']:.2f}" for r in runs)
+        first = " / ".join(f"{r['first_chunk_p50']:.2f}" for r in runs)
+        print(f"| {name} | {rates} | {ratios} | {latency} | {first} | {sum(r['drafted'] for r in runs)} |")
+
+
+if __name__ == "__main__":
+    main()
