@@ -22,7 +22,8 @@ is built once and sent to every server. What differs from the plug-in's requests
     request the plug-in sends after showing a suggestion (it depends on the answer, so the servers would get
     different sequences). A request whose local context was already sent is skipped, as the plug-in's cache does.
 
-The servers, each started by the script on a free loopback port, one after another, fresh (cold cache), with
+The servers, each started by the script on a free loopback port, one after another, fresh (cold cache; with
+--interleave all at once, each request sent to each in turn, so that drift in the machine's speed falls on all), with
 `-c` (default 32768), `-b` (1024), `--cache-reuse 256` and `--no-repack` as scripts/serve-fim.sh, -t threads:
   klspec JUDGE          `klspec serve -m TARGET -md DRAFT`, every request naming the judge (--judges, default
                         vanilla and kl:0.3; judges are request fields, so one server command serves them all)
@@ -32,6 +33,7 @@ The servers, each started by the script on a free loopback port, one after anoth
   llama-server γG       llama-server -m TARGET -md DRAFT --spec-type draft-simple --spec-draft-n-max G -np 1
                         -ub B (--llama-gammas, default 4,16)
   llama-server          llama-server -m TARGET -np 1: no draft
+  klspec JUDGE FLAGS    with --klspec-variant FLAGS: the first judge's server with FLAGS added
 klspec loads targets unrepacked and caches their V in BF16 by default; llama-server gets --no-repack -ctv bf16
 so that both run the same target kernels (its --no-repack unrepacks the draft too, while klspec always repacks its draft: that moves the
 draft's speed and acceptance only, never a greedy answer).
@@ -57,6 +59,7 @@ Exit status 1 on bad input, a server that does not start or an HTTP error (one l
 --check when an answer that must be equal is not. Standard library only.
 """
 import argparse
+import contextlib
 import glob
 import gzip
 import hashlib
@@ -322,6 +325,8 @@ def server_runs(args):
     runs = [(f"klspec {s}", klspec, [judge_fields(s)], "judge") for s in args.judges]
     if len(args.judges) > 1:
         runs.append(("klspec mixed", klspec, [judge_fields(s) for s in args.judges], "mixed"))
+    runs += [(f"klspec {args.judges[0]} {flags}", klspec + shlex.split(flags), [judge_fields(args.judges[0])],
+              "variant") for flags in args.klspec_variant]
     if args.llama_server:
         llama = [args.llama_server, "-m", args.model, "-np", "1", "-ub", str(args.batch_size), "--no-webui", *common,
                  *([] if args.llama_repack else ["--no-repack", "-ctv", "bf16"]), *shlex.split(args.llama_server_args)]
@@ -358,31 +363,62 @@ def warm_up(url, timeout):
     post(url, "/v1/completions", {"prompt": "Hello", "max_tokens": 4, "temperature": 0}, timeout)
 
 
-def replay(name, command, judges, events, args):
-    """Starts the server, sends the session; returns (its records, the command line)."""
-    records, n_fim = [], 0
+@contextlib.contextmanager
+def started(name, command, args):
+    """The server running on a free loopback port, weights paged in by a warm-up request."""
     try:
         with Server(command, name, timeout=args.start_timeout) as server:
-            try:
-                warm_up(server.url, args.request_timeout)
-                for kind, body, where in events:
-                    if kind == "fim" and judges:
-                        body = {**body, **judges[n_fim % len(judges)]}
-                    seconds, answer = post(server.url, "/infill", body, args.request_timeout)
-                    record = {"kind": kind, "where": where, "seconds": seconds}
-                    if kind == "fim":
-                        record.update(request=n_fim, judge=body.get("judge"), **answer)
-                        n_fim += 1
-                    else:
-                        record.update(answer)
-                    records.append(record)
-            except (OSError, RuntimeError, ValueError) as error:
-                fail(f"{name}: request {n_fim} ({len(records)} sent): {error}; its log ends {server.log_tail()}")
+            warm_up(server.url, args.request_timeout)
+            yield server
     except SystemExit as stop:  # bench_common.Server's own message when the server does not start
         if isinstance(stop.code, str) and stop.code.startswith("bench: "):
             fail(stop.code.removeprefix("bench: "))
         raise
-    return records, shlex.join(command).replace(str(ROOT) + "/", "")
+
+
+class Replay:
+    """One server's side of the session: its judges' fields, the records of what it answered so far."""
+
+    def __init__(self, name, judges, server):
+        self.name, self.judges, self.server = name, judges, server
+        self.records, self.n_fim, self.seconds = [], 0, 0.0
+
+    def send(self, event, args):
+        kind, body, where = event
+        if kind == "fim" and self.judges:
+            body = {**body, **self.judges[self.n_fim % len(self.judges)]}
+        try:
+            seconds, answer = post(self.server.url, "/infill", body, args.request_timeout)
+        except (OSError, RuntimeError, ValueError) as error:
+            fail(f"{self.name}: request {self.n_fim} ({len(self.records)} sent): {error}; "
+                 f"its log ends {self.server.log_tail()}")
+        self.seconds += seconds
+        record = {"kind": kind, "where": where, "seconds": seconds}
+        if kind == "fim":
+            record.update(request=self.n_fim, judge=body.get("judge"), **answer)
+            self.n_fim += 1
+        else:
+            record.update(answer)
+        self.records.append(record)
+
+
+def replay(runs, events, args):
+    """Sends the session to every run's server: {name: its records}. One server after another, each fresh; with
+    --interleave all at once, each event to each server in turn, the order rotated by one per event, so that the
+    machine's drift in speed (30 % within an hour on the VMs here) falls on every server alike."""
+    records = {}
+    for group in ([runs] if args.interleave else [[run] for run in runs]):
+        with contextlib.ExitStack() as stack:
+            replays = [Replay(name, judges, stack.enter_context(started(name, command, args)))
+                       for name, command, judges, _ in group]
+            for i, event in enumerate(events):
+                for replay_ in replays[i % len(replays):] + replays[:i % len(replays)]:
+                    replay_.send(event, args)
+        for replay_ in replays:
+            records[replay_.name] = replay_.records
+            print(f"[{replay_.name}] {replay_.n_fim} requests, {replay_.seconds:.1f} s answering", file=sys.stderr,
+                  flush=True)
+    return records
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -473,7 +509,8 @@ def print_report(report):
           f"times in ms; 'evaluated' = timings.prompt_n, 'of prompt' = prompt_n / tokens_evaluated over all "
           + (f"requests; 'greedy = ref' compares tokens with {report['reference']}'s\n" if report["reference"]
              else "requests\n"))
-    head = (f"{'server':<22} {'TTFT p50':>8} {'p95':>7} {'latency p50':>11} {'p95':>7} {'prompt':>7} "
+    width = max(22, *(len(s["server"]) for s in report["servers"]))
+    head = (f"{'server':<{width}} {'TTFT p50':>8} {'p95':>7} {'latency p50':>11} {'p95':>7} {'prompt':>7} "
             f"{'evaluated':>9} {'of prompt':>9} {'generated':>9} {'tok/s':>6} {'drafted':>7} {'accept':>6} {'MAT':>5}  "
             "greedy = ref")
     print(head)
@@ -482,7 +519,7 @@ def print_report(report):
         same = "-" if ref is None else (f"{ref['equal']}/{s['requests']}" + (f" (+{ref['prefix']} cut)" if ref["prefix"]
                                                                              else "")
                                         + (f", first diff #{ref['first_differing_request']}" if ref["differ"] else ""))
-        print(f"{s['server']:<22} {fmt(s['ttft_ms_p50'], '.1f'):>8} {fmt(s['ttft_ms_p95'], '.1f'):>7} "
+        print(f"{s['server']:<{width}} {fmt(s['ttft_ms_p50'], '.1f'):>8} {fmt(s['ttft_ms_p95'], '.1f'):>7} "
               f"{fmt(s['latency_ms_p50'], '.1f'):>11} {fmt(s['latency_ms_p95'], '.1f'):>7} "
               f"{fmt(s['prompt_tokens_mean'], '.0f'):>7} {fmt(s['prompt_n_mean'], '.1f'):>9} "
               f"{fmt(s['evaluated_fraction'], '.1%'):>9} {fmt(s['generated_mean'], '.1f'):>9} "
@@ -506,14 +543,18 @@ def print_report(report):
 
 
 def ratios(servers):
-    """klspec's judge runs against each llama-server run: p50 latency and prompt tokens evaluated, as ratios."""
+    """klspec's judge and variant runs against each llama-server run: p50 latency, p50 time to first token and
+    prompt tokens evaluated, as ratios."""
+    def ratio(ours, theirs, key):
+        return ours[key] / theirs[key] if ours[key] is not None and theirs[key] else None
+
     lines = []
-    for ours in (s for s in servers if s["role"] == "judge"):
+    for ours in (s for s in servers if s["role"] in ("judge", "variant")):
         for theirs in (s for s in servers if s["role"] == "llama"):
-            latency = ours["latency_ms_p50"] / theirs["latency_ms_p50"] if theirs["latency_ms_p50"] else None
-            evaluated = ours["prompt_n_mean"] / theirs["prompt_n_mean"] if theirs["prompt_n_mean"] else None
-            lines.append(f"{ours['server']} / {theirs['server']}: p50 latency {fmt(latency, '.2f')}x, "
-                         f"prompt tokens evaluated {fmt(evaluated, '.2f')}x")
+            lines.append(f"{ours['server']} / {theirs['server']}: p50 latency "
+                         f"{fmt(ratio(ours, theirs, 'latency_ms_p50'), '.2f')}x, TTFT "
+                         f"{fmt(ratio(ours, theirs, 'ttft_ms_p50'), '.2f')}x, prompt tokens evaluated "
+                         f"{fmt(ratio(ours, theirs, 'prompt_n_mean'), '.2f')}x")
     return lines
 
 
@@ -562,10 +603,17 @@ def main():
     parser.add_argument("--seed", type=int, default=0, help="the editor's random choices (default %(default)s)")
     parser.add_argument("--klspec-args", default="", help="more klspec serve flags")
     parser.add_argument("--llama-server-args", default="", help="more llama-server flags")
+    parser.add_argument("--klspec-variant", action="append", default=[], metavar="FLAGS",
+                        help="one more klspec serve run with these flags too (the first judge), compared with the "
+                        "first judge's run but not --check'ed (e.g. '--repack-prompt'); repeatable")
     parser.add_argument("--llama-repack", action="store_true",
                         help="llama-server loads both models repacked, its default and what its --fim-qwen presets run "
                              "(faster on CPUs with repacked kernels; its greedy answers may then leave klspec's at near "
                              "ties): for latency against llama-server at its best")
+    parser.add_argument("--interleave", action="store_true",
+                        help="run every server at once and send each request to each in turn (the order rotated "
+                        "request by request), instead of one server after another: ratios then hold when the "
+                        "machine's speed drifts during the run (each server still has its own cache and slot)")
     parser.add_argument("--start-timeout", type=float, default=300, help="seconds a server may take to start")
     parser.add_argument("--request-timeout", type=float, default=600, help="seconds a request may take")
     parser.add_argument("--check", action="store_true",
@@ -609,28 +657,29 @@ def main():
         if not Path(path).is_file():
             fail(f"{path}: no such model file")
 
-    runs, commands = {}, {}
-    for name, command, judges, role in server_runs(args):
-        started = time.perf_counter()
-        records, commands[name] = replay(name, command, judges, events, args)
+    plan = server_runs(args)
+    commands = {name: shlex.join(command).replace(str(ROOT) + "/", "") for name, command, _, _ in plan}
+    replies = replay(plan, events, args)
+    runs = {}
+    for name, _, judges, role in plan:
+        records = replies[name]
         if judges:
             for record in records:
                 if record["kind"] == "fim":
                     record["setting"] = args.judges[record["request"] % len(judges)] if role == "mixed" \
                         else name.removeprefix("klspec ")
         runs[name] = (records, role)
-        print(f"[{name}] {n_fim} requests in {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
 
     # Greedy answers that must be equal: every llama-server's and klspec vanilla's (lossless both), and each
     # vanilla request of the mixed run and the vanilla run's. A lossy judge's answer depends on the draft lengths,
     # which the automatic gamma picks from measured costs: its independence is reported, not checked.
     reference_name = "klspec vanilla" if "vanilla" in args.judges else None
     reference = runs[reference_name][0] if reference_name else None
-    servers = [summarize(name, role, records, reference if role == "llama" else None)
+    servers = [summarize(name, role, records, reference if role in ("llama", "variant") else None)
                for name, (records, role) in runs.items()]
     ind = independence(runs, args.judges)
     failures = []
-    for s in servers:
+    for s in (s for s in servers if s["role"] == "llama"):  # a variant may change answers (--repack-prompt)
         if s.get("vs_reference") and s["vs_reference"]["differ"]:
             failures.append(f"{s['server']}: {s['vs_reference']['differ']} answer(s) differ from {reference_name}'s "
                             f"(first: request {s['vs_reference']['first_differing_request']})")

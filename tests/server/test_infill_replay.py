@@ -14,6 +14,7 @@ Environment: KLSPEC_CLI, KLSPEC_LLAMA_SERVER, KLSPEC_INFILL_TARGET, KLSPEC_INFIL
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -72,7 +73,9 @@ def test_the_session_is_llama_vims(sources):
 
 
 def test_servers_give_the_same_greedy_answers_and_reuse_the_prompt(sources):
-    done = replay(sources, "--json", "--check", "--no-ring-requests", "--judges", "vanilla,kl:0.3",
+    # --interleave: the four servers run at once, each request going to each in turn; every server must still
+    # keep its own cache and answers (test_table_and_errors runs one server alone, the other path).
+    done = replay(sources, "--json", "--check", "--interleave", "--no-ring-requests", "--judges", "vanilla,kl:0.3",
                   "--llama-gammas", "4", "--no-llama-target-only",
                   "--klspec-args", "--draft-policy fixed --draft-max 4")
     assert done.stdout.startswith("{"), done.stderr[-3000:]
@@ -110,10 +113,16 @@ def test_servers_give_the_same_greedy_answers_and_reuse_the_prompt(sources):
 
 
 def test_table_and_errors(sources):
-    done = replay(sources, "--judges", "vanilla", "--llama-server", "", "--limit", "2")
+    done = replay(sources, "--judges", "vanilla", "--llama-server", "", "--limit", "2",
+                  "--klspec-variant=--draft-policy off")
     assert done.returncode == 0, done.stderr
     assert "Model name" in done.stdout and "latency p50" in done.stdout
-    assert any(line.startswith("klspec vanilla ") for line in done.stdout.splitlines())
+    lines = done.stdout.splitlines()
+    assert any(line.startswith("klspec vanilla ") and "--draft-policy" not in line for line in lines)
+    # The variant: the same server with the flags added, its answers compared with vanilla's ("N/2").
+    variant = [line for line in lines if line.startswith("klspec vanilla --draft-policy off ")]
+    assert len(variant) == 1 and re.search(r" [0-2]/2", variant[0]), lines
+    assert "serve -m" in done.stdout and "--draft-policy off" in done.stdout  # its command line, printed above
     not_gguf = os.path.join(os.path.dirname(sources[0]), "not.gguf")
     Path(not_gguf).write_text("not a model\n")
     for flags, message in ((["--source", "/nonexistent.py"], "no such file"), (["--judges", "kl"], "bad setting"),
