@@ -13,6 +13,7 @@
 #   4. mbpp-g16      the same as 2 on the first 200 MBPP+ problems
 # Usage: bench/model_pairs/real_pair_paper.sh [OUT]   (default ~/.cache/klspec/real-pair-sweeps)
 #   nohup nice -n 5 bench/model_pairs/real_pair_paper.sh > ~/.cache/klspec/real-pair-paper.log 2>&1 &
+#   KLSPEC_STAGES="target-mbpp draft-mbpp" KLSPEC_ALONE_PARALLEL=4 …   runs those stages only, four problems at a time
 # Tables at any point, while a sweep still writes: the same klspec sweep command with --summary-only.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
