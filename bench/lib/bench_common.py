@@ -1,6 +1,7 @@
 """What the benchmark scripts share: where things are, the prompts, and running klspec."""
 import json
 import math
+import os
 import re
 import shlex
 import socket
@@ -137,6 +138,20 @@ class Server:
             self.process.kill()
             self.process.wait()
         self.log.close()
+
+
+def fetch_real_model(name):
+    """The path scripts/fetch-real-model.sh prints for NAME (it installs the model into the cache first)."""
+    return Path(run(["bash", ROOT / "scripts" / "fetch-real-model.sh", name]).stdout.strip().splitlines()[-1])
+
+
+def pinned_llama_server():
+    """$KLSPEC_LLAMA_SERVER, else the pinned build's llama-server in the cache, else ''."""
+    if os.environ.get("KLSPEC_LLAMA_SERVER"):
+        return os.environ["KLSPEC_LLAMA_SERVER"]
+    cache = os.environ.get("KLSPEC_CACHE") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "klspec"
+    found = sorted(Path(cache).glob("llama.cpp-de3ff815ea7d-*/install/bin/llama-server"))
+    return str(found[0]) if found else ""
 
 
 def run(cmd, env=None):

@@ -60,7 +60,6 @@ Exit status 1 on bad input, a server that does not start or an HTTP error (one l
 """
 import argparse
 import contextlib
-import glob
 import gzip
 import hashlib
 import http.client
@@ -76,7 +75,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))  # bench/lib: bench_common, llama_bench_lib
-from bench_common import ROOT, Server, cpu_header, fmt, print_cpu_and_commands  # noqa: E402
+from bench_common import ROOT, Server, cpu_header, fmt, pinned_llama_server, print_cpu_and_commands  # noqa: E402
 from serve_load import percentile  # noqa: E402
 
 PROG = "infill_replay"
@@ -307,14 +306,6 @@ def default_model(name):
     if done.returncode != 0 or not done.stdout.strip():
         fail(f"scripts/fetch-real-model.sh {name} failed: {done.stderr.strip().splitlines()[-1:]}")
     return done.stdout.strip().splitlines()[-1]
-
-
-def default_llama_server():
-    if os.environ.get("KLSPEC_LLAMA_SERVER"):
-        return os.environ["KLSPEC_LLAMA_SERVER"]
-    cache = os.environ.get("KLSPEC_CACHE") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "klspec"
-    found = sorted(glob.glob(str(Path(cache) / "llama.cpp-de3ff815ea7d-*/install/bin/llama-server")))
-    return found[0] if found else ""
 
 
 def server_runs(args):
@@ -578,7 +569,7 @@ def main():
                         help="where humaneval/HumanEval.jsonl.gz is (default %(default)s)")
     parser.add_argument("--limit", type=int, default=0, help="typed-line requests at most (0: the whole session)")
     parser.add_argument("--klspec", default=str(ROOT / "build/klspec"), help="klspec binary (default %(default)s)")
-    parser.add_argument("--llama-server", default=default_llama_server(),
+    parser.add_argument("--llama-server", default=pinned_llama_server(),
                         help="llama-server binary, '' for none (default: the pinned build's, %(default)s)")
     parser.add_argument("--judges", default="vanilla,kl:0.3",
                         help="klspec's judge settings, one run each, and with two or more a mixed run (default "

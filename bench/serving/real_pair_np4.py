@@ -23,20 +23,13 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE.parent / "lib"))
-from bench_common import Server, cpu_header, run  # noqa: E402
-
-LLAMA_BIN = Path.home() / ".cache/klspec"
-
-
-def fetch(name):
-    return run(["bash", ROOT / "scripts/fetch-real-model.sh", name]).stdout.strip().splitlines()[-1]
-
+from bench_common import Server, cpu_header, fetch_real_model, pinned_llama_server, run  # noqa: E402
 
 def llama_server_binary():
-    found = sorted(LLAMA_BIN.glob("llama.cpp-*/install/bin/llama-server"))
+    found = pinned_llama_server()
     if not found:
         sys.exit("real_pair_np4: no llama-server under ~/.cache/klspec (bash scripts/build.sh builds it)")
-    return found[-1]
+    return found
 
 
 def rendered_prompts(klspec, target, work):
@@ -80,7 +73,7 @@ def main():
     parser.add_argument("--json", action="store_true", help="print the results as one JSON object")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
-    target, draft = fetch("qwen2.5-coder-1.5b"), fetch("qwen2.5-coder-0.5b")
+    target, draft = fetch_real_model("qwen2.5-coder-1.5b"), fetch_real_model("qwen2.5-coder-0.5b")
     prompts = rendered_prompts(args.klspec, target, args.work)
     commands = servers(args.klspec, llama_server_binary(), target, draft)
     if args.no_llama_draft:

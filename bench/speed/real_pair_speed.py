@@ -34,15 +34,11 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE.parent / "lib"))  # bench/lib: bench_common, llama_bench_lib
 sys.path.insert(0, str(HERE))
 import llama_bench_lib as lb  # noqa: E402
-from bench_common import Server, checkout_commit, cpu_header, llama_server_args, llama_speculative_simple, run  # noqa: E402
+from bench_common import Server, checkout_commit, cpu_header, fetch_real_model, llama_server_args, llama_speculative_simple, run  # noqa: E402
 from speed_report import Store, llama_curve, log, pooled  # noqa: E402
 
 DATASETS = ["humaneval", "mbpp-plus"]
 NGRAM = ["--spec-ngram-size-n", "2", "--spec-ngram-size-m", "16"]
-
-
-def fetch(name):
-    return Path(run(["bash", ROOT / "scripts" / "fetch-real-model.sh", name]).stdout.strip().splitlines()[-1])
 
 
 def settings(drafts, gammas, tau, best):
@@ -143,9 +139,9 @@ def main():
     if not a.klspec.exists():
         sys.exit(f"real_pair_speed: {a.klspec} is missing: run scripts/build.sh first")
     store = Store(a.work, a.fresh)
-    target = fetch("qwen2.5-coder-1.5b")
+    target = fetch_real_model("qwen2.5-coder-1.5b")
     made = Path(run(["bash", ROOT / "bench" / "model_pairs" / "real_pair_drafts.sh"]).stdout.strip().splitlines()[-1])
-    drafts = {"0.5B": fetch("qwen2.5-coder-0.5b"), "0.5B Q4_0": made / "draft-q4_0.gguf",
+    drafts = {"0.5B": fetch_real_model("qwen2.5-coder-0.5b"), "0.5B Q4_0": made / "draft-q4_0.gguf",
               "shuffled": made / "draft-shuffled.gguf"}
     install = lb.default_llama_install()
     llama_bin, lib_path = install / "bin", str(install / "lib")

@@ -266,6 +266,7 @@ void SpeculativeDecoder::swap_with_prompt_cache(int32_t id, KeptCells& kept, std
         std::vector<uint8_t> draft_cells = draft_ctx_ && kept.draft > 0 ? draft_ctx_->save_sequence(id) : std::vector<uint8_t>();
         prompt_cache_->save({kept.tokens, kept.draft, target_ctx_.save_sequence(id), std::move(draft_cells)});
     }
+    // Found again: the save may have dropped it (a budget smaller than both entries).
     const PromptCache::Entry* best = cache_has_better ? prompt_cache_->best(prompt, here) : nullptr;
     if (best == nullptr) return;  // the id's own cells serve, as far as they go
     target_ctx_.load_sequence(id, best->target_cells);
