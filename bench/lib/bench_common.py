@@ -110,6 +110,11 @@ class Server:
         self.log.seek(0)
         return self.log.read().strip().splitlines()[-lines:]
 
+    def cpu_seconds(self):
+        """User plus system CPU time the server has used so far (/proc/PID/stat), its threads' spinning included."""
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def __enter__(self):
         # Its log goes to a file: an undrained pipe fills within a minute of speculative requests (llama-server
         # logs each one's timings) and then blocks the server mid-stream.

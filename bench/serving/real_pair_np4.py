@@ -12,12 +12,14 @@ and `-t 2`:
   * the same with --repack (llama.cpp's kernels for the target: the same as llama-server's);
   * llama-server without a draft, and with the draft (`--spec-type draft-simple`, γ 3, its default).
 --passes interleaved passes, the second in reverse order; the table gives each pass's tokens/s (all clients'
-tokens over the wall time) and the ratio to llama-server without a draft in the same pass.
+tokens over the wall time), the ratio to llama-server without a draft in the same pass, and the server's CPU time
+over the wall time (cores busy: its threads' spin-waiting counts as busy).
 """
 import argparse
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -82,7 +84,12 @@ def main():
     for p in range(args.passes):
         for name in (list(commands) if p % 2 == 0 else list(reversed(commands))):
             with Server(commands[name], name, timeout=300) as server:
-                results[name].append(load(server.url, prompts, args))
+                cpu, wall = server.cpu_seconds(), time.monotonic()
+                result = load(server.url, prompts, args)
+                # Cores busy over the load: a server whose kernels match another's but which runs slower with
+                # fewer cores busy waits somewhere between its batches.
+                result["cores_busy"] = (server.cpu_seconds() - cpu) / (time.monotonic() - wall)
+                results[name].append(result)
             print(f"pass {p}: {name}: {results[name][-1]['tokens_per_second']:.2f} tok/s", file=sys.stderr)
     (args.work / "results.json").write_text(json.dumps({"commands": {k: list(map(str, v)) for k, v in
                                                                      commands.items()}, "results": results}))
@@ -92,14 +99,16 @@ def main():
     reference = results["llama-server, no draft"]
     print("\n".join(cpu_header()))
     print(f"\n4 clients, {args.requests} requests of {args.max_tokens} tokens per server and pass, greedy\n")
-    print("| server | tok/s per pass | × llama-server no draft | latency p50 s | first chunk p50 s | drafted |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| server | tok/s per pass | × llama-server no draft | latency p50 s | first chunk p50 s | cores busy | "
+          "drafted |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for name, runs in results.items():
         rates = " / ".join(f"{r['tokens_per_second']:.2f}" for r in runs)
         ratios = " / ".join(f"{r['tokens_per_second'] / ref['tokens_per_second']:.2f}" for r, ref in zip(runs, reference))
         latency = " / ".join(f"{r['latency_p50']:.2f}" for r in runs)
         first = " / ".join(f"{r['first_chunk_p50']:.2f}" for r in runs)
-        print(f"| {name} | {rates} | {ratios} | {latency} | {first} | {sum(r['drafted'] for r in runs)} |")
+        busy = " / ".join(f"{r['cores_busy']:.2f}" for r in runs)
+        print(f"| {name} | {rates} | {ratios} | {latency} | {first} | {busy} | {sum(r['drafted'] for r in runs)} |")
 
 
 if __name__ == "__main__":
