@@ -188,12 +188,12 @@ std::vector<Problem> load_dataset(const std::string& name_or_path, const std::st
     } else if (name_or_path == "mbpp-plus") {
         for_each_row(data_dir + "/mbpp_plus/MbppPlus-v0.1.0.jsonl", [&](size_t, const nlohmann::json& row,
                                                                        std::string_view line) {
-            CodeTests tests{CodeBenchmark::MbppPlus, row.at("entry_point").get<std::string>(),
-                            row.at("assertion").get<std::string>(), row.at("canonical_solution").get<std::string>(),
-                            std::string(line), {}, ""};
+            CodeTests tests{CodeBenchmark::MbppPlus, row.at("entry_point").get<std::string>(), "",
+                            row.at("canonical_solution").get<std::string>(), std::string(line), {}, ""};
             const nlohmann::json& plus_input = row.at("plus_input");  // Mbpp/793 has {}: no plus inputs
-            if (!(plus_input.is_array() || plus_input == nlohmann::json::object()) || !row.at("atol").is_number())
-                throw Error("plus_input must be an array and atol a number");
+            if (!row.at("base_input").is_array() || !(plus_input.is_array() || plus_input == nlohmann::json::object()) ||
+                !row.at("atol").is_number())
+                throw Error("base_input and plus_input must be arrays and atol a number");
             // EvalPlus's instruction prompt (evalplus/codegen.py) around the task text and its example assert.
             const std::string task = row.at("prompt").get<std::string>();
             const std::string prompt = "Please provide a self-contained Python script that solves the following problem "

@@ -27,8 +27,8 @@ struct IoTest {
 struct CodeTests {
     CodeBenchmark benchmark = CodeBenchmark::HumanEval;
     std::string entry_point;         // the function the tests call (LiveCodeBench: the Solution method, "" for stdin)
-    std::string test_code;           // HumanEval: `test` (defines check(candidate)); MBPP+: `assertion` (base inputs)
-    std::string canonical_solution;  // HumanEval: the prompt's continuation; MBPP+: the oracle for the plus inputs
+    std::string test_code;           // HumanEval: `test` (defines check(candidate))
+    std::string canonical_solution;  // HumanEval: the prompt's continuation; MBPP+: the oracle for the inputs
     std::string row_json;            // MBPP+: the row as in the file, for the harness's Python json (plus_input
                                      // has -Infinity and integers beyond 64 bits, which nlohmann cannot keep)
     std::vector<IoTest> io_tests;    // LiveCodeBench's public tests

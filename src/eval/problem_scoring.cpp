@@ -11,15 +11,51 @@
 namespace klspec {
 namespace {
 
-// MBPP+'s plus inputs, checked as EvalPlus does: the canonical solution's result is the expected one;
-// outputs compare exactly, floats within atol (1e-6 when atol is 0) and rtol 1e-7 as np.allclose does,
-// and EvalPlus's set-valued and not-None tasks by those rules. The row arrives on stdin as JSON.
+// MBPP+'s base and plus inputs, checked as EvalPlus checks them (evalplus/evaluate.py runs both through the same
+// comparison; the row's `assertion` text is not its test): the canonical solution's result is the expected one;
+// outputs compare exactly, floats within atol (1e-6 when atol is 0) and rtol 1e-7 as np.allclose does, EvalPlus's
+// set-valued and not-None tasks by those rules, and Mbpp/164 and 295 by its special oracles. The JSON stores
+// tuples, sets and complex numbers as lists and strings; the arguments of the tasks EvalPlus converts back
+// (evalplus/data/mbpp.py) are converted the same way. The row arrives on stdin as JSON.
 constexpr std::string_view kMbppPlusHarness = R"(
 
-def _klspec_check_plus_inputs():
+def _klspec_arguments(task, args):
+    def deep_tuple(x):
+        return tuple(deep_tuple(i) for i in x) if isinstance(x, list) else x
+    n = int(task.split("/")[1])
+    if n in {2, 116, 132, 143, 222, 261, 273, 394, 399, 421, 424, 429, 470, 560, 579, 596, 616, 630, 726, 740,
+             744, 809}:
+        return [tuple(a) for a in args]
+    if n in {63, 64, 70, 94, 120, 237, 272, 299, 400, 409, 417, 438, 473, 614, 780}:
+        return [[tuple(item) for item in a] for a in args]
+    if n in {259, 401, 445}:
+        return [tuple(tuple(item) for item in a) for a in args]
+    if n in {75, 413, 444, 753}:
+        return [[tuple(item) for item in args[0]], args[1]]
+    if n in {106, 750}:
+        return [args[0], tuple(args[1])]
+    if n in {250, 405, 446, 617, 720, 763, 808}:
+        return [tuple(args[0]), args[1]]
+    if n == 307:
+        return [tuple(args[0]), args[1], args[2]]
+    if n == 115:  # sets; an empty one is stored as [] and comes back as {}, as EvalPlus has it
+        return [[set(item) if isinstance(item, list) and item else {} for item in args[0]]]
+    if n == 124:
+        return [float(args[0]), complex(args[1])]
+    if n == 252:
+        return [complex(args[0])]
+    if n == 278:
+        return [tuple(tuple(item) if isinstance(item, list) else item for item in args[0])]
+    if n == 722:
+        return [{key: tuple(value) for key, value in args[0].items()}, *args[1:]]
+    if n in {580, 615, 791}:
+        return [deep_tuple(a) for a in args]
+    return args
+
+def _klspec_check_inputs():
     import copy, json, sys
     row = json.loads(sys.stdin.read())
-    entry_point, atol = row["entry_point"], row["atol"]
+    task, entry_point, atol = row["task_id"], row["entry_point"], row["atol"]
     reference_namespace = {}
     exec(row["canonical_solution"], reference_namespace)
     reference, candidate = reference_namespace[entry_point], globals()[entry_point]
@@ -36,20 +72,26 @@ def _klspec_check_plus_inputs():
             return len(out) == len(expected) and all(close(o, e, tolerance) for o, e in zip(out, expected))
         return out == expected or abs(out - expected) <= tolerance + 1e-07 * abs(expected)
 
-    for inputs in row["plus_input"]:
-        expected = reference(*copy.deepcopy(inputs))
-        out = candidate(*copy.deepcopy(inputs))
+    def matches(out, expected):
         if entry_point in set_valued:
-            ok = set(out) == set(expected)
-        elif entry_point in not_none:  # a match object or True, None or False
-            ok = (out if isinstance(out, bool) else out is not None) == (
+            return set(out) == set(expected)
+        if entry_point in not_none:  # a match object or True, None or False
+            return (out if isinstance(out, bool) else out is not None) == (
                 expected if isinstance(expected, bool) else expected is not None)
-        else:
-            tolerance = atol if atol != 0 or not is_floats(expected) else 1e-06
-            ok = out == expected or (tolerance != 0 and type(out) == type(expected) and close(out, expected, tolerance))
-        assert ok, f"plus input {inputs!r:.80}: expected {expected!r:.80}, got {out!r:.80}"
+        # EvalPlus's special oracles: Mbpp/164 takes any answer, Mbpp/295 also 0.
+        if out == expected or entry_point == "are_equivalent" or (entry_point == "sum_div" and out == 0):
+            return True
+        tolerance = atol if atol != 0 or not is_floats(expected) else 1e-06
+        return tolerance != 0 and type(out) == type(expected) and close(out, expected, tolerance)
 
-_klspec_check_plus_inputs()
+    for kind in ("base", "plus"):
+        for inputs in row[kind + "_input"]:  # Mbpp/793's plus_input is {}: none
+            arguments = _klspec_arguments(task, inputs)
+            expected = reference(*copy.deepcopy(arguments))
+            out = candidate(*copy.deepcopy(arguments))
+            assert matches(out, expected), f"{kind} input {inputs!r:.80}: expected {expected!r:.80}, got {out!r:.80}"
+
+_klspec_check_inputs()
 )";
 
 // LiveCodeBench's functional tests: Solution().<method>(*args), the arguments one JSON value a line, the
@@ -147,10 +189,8 @@ ScoredOutput run_code_tests(const Problem& problem, std::string_view output) {
         case CodeBenchmark::HumanEval:
             return verdict(run_python_sandboxed(humaneval_program(tests, code), "", sandbox_limits(tests.benchmark)));
         case CodeBenchmark::MbppPlus:
-            // Three base assertions (Mbpp/120, 442, 574) call math.isclose without importing math.
-            return verdict(run_python_sandboxed(
-                definitions_only(code) + "\n\nimport math\n" + tests.test_code + std::string(kMbppPlusHarness),
-                tests.row_json, sandbox_limits(tests.benchmark)));
+            return verdict(run_python_sandboxed(definitions_only(code) + std::string(kMbppPlusHarness), tests.row_json,
+                                                sandbox_limits(tests.benchmark)));
         case CodeBenchmark::LiveCodeBench:
             return run_livecodebench(tests, code);
     }
