@@ -22,6 +22,10 @@ const std::string kDatasets = std::string(KLSPEC_SHARED_DIR) + "/datasets";
 
 bool have_datasets() { return std::filesystem::exists(kDatasets + "/humaneval/HumanEval.jsonl.gz"); }
 
+const Problem& problem_with_id(const std::vector<Problem>& problems, const std::string& id) {
+    return *std::find_if(problems.begin(), problems.end(), [&](const Problem& p) { return p.id == id; });
+}
+
 // "id: prediction" for every problem whose output (`output_of(problem)`) is not scored correct. The sandboxes
 // run four at a time: most of a run is starting bubblewrap and Python, not computing.
 template <typename OutputOf>
@@ -104,30 +108,26 @@ TEST(CodeBenchmarks, MbppPlusChecksBaseAndPlusInputsAsEvalPlus) {
     EXPECT_TRUE(wrong.prediction->starts_with("fail: AssertionError: base input [[3, 4, 5, 6], [5, 7, 4, 10]]"))
         << *wrong.prediction;
     // EvalPlus's special oracles: Mbpp/164 (are_equivalent) takes any answer, Mbpp/295 (sum_div) also 0.
-    const auto find = [&](const std::string& id) {
-        return *std::find_if(problems.begin(), problems.end(), [&](const Problem& p) { return p.id == id; });
-    };
-    EXPECT_EQ(score_output(find("Mbpp/164"), "def are_equivalent(*args):\n    return None\n").prediction, "pass");
-    EXPECT_EQ(score_output(find("Mbpp/295"), "def sum_div(*args):\n    return 0\n").prediction, "pass");
-    EXPECT_FALSE(score_output(find("Mbpp/295"), "def sum_div(*args):\n    return 1\n").correct);
+    const Problem& equivalent = problem_with_id(problems, "Mbpp/164");
+    const Problem& sum_div = problem_with_id(problems, "Mbpp/295");
+    EXPECT_EQ(score_output(equivalent, "def are_equivalent(*args):\n    return None\n").prediction, "pass");
+    EXPECT_EQ(score_output(sum_div, "def sum_div(*args):\n    return 0\n").prediction, "pass");
+    EXPECT_FALSE(score_output(sum_div, "def sum_div(*args):\n    return 1\n").correct);
 }
 
 TEST(CodeBenchmarks, LiveCodeBenchRunsStdinAndFunctionalTests) {
     if (!have_datasets()) GTEST_SKIP() << test::kNoSharedDatasets;
     const std::vector<Problem> problems = load_dataset("livecodebench", kDatasets);
     ASSERT_EQ(problems.size(), 279u);
-    const auto find = [&](const std::string& id) {
-        return *std::find_if(problems.begin(), problems.end(), [&](const Problem& p) { return p.id == id; });
-    };
     // abc365_b (stdin): print the 1-based position of the second largest element.
-    const Problem& second_largest = find("abc365_b");
+    const Problem& second_largest = problem_with_id(problems, "abc365_b");
     EXPECT_TRUE(second_largest.code->entry_point.empty());
     const std::string program = "n = int(input())\na = list(map(int, input().split()))\n"
                                 "print(a.index(sorted(a)[-2]) + 1)\n";
     EXPECT_EQ(score_output(second_largest, "```python\n" + program + "```").prediction, "pass");
     EXPECT_EQ(score_output(second_largest, "print(1)").prediction, "fail: test 1: wrong output");
     // 3517 (functional): shortest path from 0 to n-1 after each added road.
-    const Problem& roads = find("3517");
+    const Problem& roads = problem_with_id(problems, "3517");
     EXPECT_EQ(roads.code->entry_point, "shortestDistanceAfterQueries");
     const std::string solution = R"(```python
 class Solution:
