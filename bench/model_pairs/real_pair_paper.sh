@@ -14,6 +14,7 @@
 # Usage: bench/model_pairs/real_pair_paper.sh [OUT]   (default ~/.cache/klspec/real-pair-sweeps)
 #   nohup nice -n 5 bench/model_pairs/real_pair_paper.sh > ~/.cache/klspec/real-pair-paper.log 2>&1 &
 #   KLSPEC_STAGES="target-mbpp draft-mbpp" KLSPEC_ALONE_PARALLEL=4 …   runs those stages only, four problems at a time
+#   KLSPEC_RULES=kl:0.5,1 …   the sweeps' rules (default kl:0.5,1,2,4); a sweep rerun with more adds their points
 # Tables at any point, while a sweep still writes: the same klspec sweep command with --summary-only.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -30,7 +31,7 @@ DECODE=(-t 2 -n 512 "${DATA[@]}")
 # row's attention across threads, not a batch's: docs/real-pair.md).
 ALONE_PARALLEL=(-np "${KLSPEC_ALONE_PARALLEL:-1}")
 PAIR_PARALLEL=(-np "${KLSPEC_PAIR_PARALLEL:-4}")
-SWEEP=(-m "$TARGET" -md "$DRAFT" "${DECODE[@]}" "${PAIR_PARALLEL[@]}" --draft-max 16 --no-plots)
+SWEEP=(-m "$TARGET" -md "$DRAFT" "${DECODE[@]}" "${PAIR_PARALLEL[@]}" --draft-max 16 --no-plots --rules "${KLSPEC_RULES:-kl:0.5,1,2,4}")
 
 source bench/lib/stages.sh
 bench_alone() {  # bench_alone NAME MODEL DATASET [FLAGS]: klspec bench, resumed; its outputs and summary under OUT
@@ -51,7 +52,7 @@ print(f"vanilla γ 16 against target-only: {len(both) - len(differ)} of {len(bot
 PY
 }
 humaneval_sweep() {
-  "$KLSPEC" sweep "${SWEEP[@]}" --dataset humaneval --rules kl:0.5,1,2,4 --out "$OUT/humaneval-g16"
+  "$KLSPEC" sweep "${SWEEP[@]}" --dataset humaneval --out "$OUT/humaneval-g16"
   compare_with_target "$OUT/humaneval-g16"
 }
 stage target-humaneval bench_alone target-humaneval "$TARGET" humaneval "${ALONE_PARALLEL[@]}"
@@ -59,4 +60,4 @@ stage humaneval-g16 humaneval_sweep
 stage target-mbpp bench_alone target-mbpp "$TARGET" mbpp-plus "${ALONE_PARALLEL[@]}"
 stage draft-humaneval bench_alone draft-humaneval "$DRAFT" humaneval "${ALONE_PARALLEL[@]}"
 stage draft-mbpp bench_alone draft-mbpp "$DRAFT" mbpp-plus "${ALONE_PARALLEL[@]}"
-stage mbpp-g16 "$KLSPEC" sweep "${SWEEP[@]}" --dataset mbpp-plus --limit 200 --rules kl:0.5,1,2,4 --out "$OUT/mbpp-g16"
+stage mbpp-g16 "$KLSPEC" sweep "${SWEEP[@]}" --dataset mbpp-plus --limit 200 --out "$OUT/mbpp-g16"

@@ -8,6 +8,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -48,12 +49,25 @@ std::string find_bwrap() {
                 "(apt-get install bubblewrap)");
 }
 
+// Where run directories are made: the temporary directory (TMPDIR), if the program's uid can reach it. Started
+// as root, the program runs as a uid of its own, for which bwrap cannot bind a TMPDIR in root's 0700 home
+// ("Permission denied"); /tmp, world-writable and sticky, stands in then.
+std::filesystem::path run_directory_parent() {
+    const std::filesystem::path temp = std::filesystem::temp_directory_path();
+    if (getuid() != 0) return temp;
+    for (std::filesystem::path dir = temp;; dir = dir.parent_path()) {
+        struct stat status {};
+        if (stat(dir.c_str(), &status) != 0 || !(status.st_mode & S_IXOTH)) return "/tmp";
+        if (dir == dir.root_path() || dir.parent_path() == dir) return temp;
+    }
+}
+
 // A fresh host directory for one run, bound read-write as the program's cwd; removed with everything the
 // program left in it.
 class RunDirectory {
 public:
     RunDirectory() {
-        std::string pattern = (std::filesystem::temp_directory_path() / "klspec-sandbox-XXXXXX").string();
+        std::string pattern = (run_directory_parent() / "klspec-sandbox-XXXXXX").string();
         if (!mkdtemp(pattern.data())) throw Error(fmt::format("cannot create a sandbox directory: {}", pattern));
         path_ = pattern;
     }

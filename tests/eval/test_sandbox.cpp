@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -162,6 +163,22 @@ TEST(Sandbox, CannotWriteOutsideItsDirectory) {
     }
     // Its own directory is writable.
     EXPECT_TRUE(score_output(doubling_problem(), solution("    open('scratch.txt', 'w').write('ok')\n    return 2 * x\n")).correct);
+}
+
+// Run as root, the program runs as a uid of its own, which cannot enter root's private directories: a TMPDIR in
+// one (root's home, say) must not stop the scorer.
+TEST(Sandbox, RunsWhenTmpdirIsPrivateToRoot) {
+    if (getuid() != 0) GTEST_SKIP() << "only root runs the program as another uid";
+    const std::string private_dir = test::temp_path("private-tmpdir");  // inside this test's 0700 directory
+    std::filesystem::create_directory(private_dir);
+    std::filesystem::permissions(private_dir, std::filesystem::perms::owner_all);
+    const char* saved = std::getenv("TMPDIR");
+    const std::string previous = saved ? saved : "";
+    setenv("TMPDIR", private_dir.c_str(), 1);
+    const SandboxResult run = run_python_sandboxed("print('ok')", "");
+    if (saved) setenv("TMPDIR", previous.c_str(), 1); else unsetenv("TMPDIR");
+    EXPECT_EQ(run.stdout_text, "ok\n") << run.stderr_text;
+    EXPECT_TRUE(std::filesystem::is_empty(private_dir));
 }
 
 TEST(Sandbox, HasNoNetwork) {
