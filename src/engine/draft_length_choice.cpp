@@ -143,13 +143,11 @@ double SpeculativeDecoder::probe_cost_in_steps(const DraftCandidate& candidate) 
 double SpeculativeDecoder::draft_catch_up_seconds(int32_t gap) const {
     if (gap <= 1) return 0.0;  // a step's usual catch-up, in its draft batch
     if (draft_catch_up_tokens_ > 0) return gap * draft_catch_up_seconds_ / double(draft_catch_up_tokens_);
-    // Never timed: one draft call, and for the tokens past the first the target's prompt rate scaled by the
-    // models' sizes (a prefill is compute-bound, its work goes with the weights: 10.7 ms a token predicted,
-    // 8.6 measured on the real pair). Short prompts time a call's overhead, not a rate: none until a long one.
-    const double per_token = target_prefill_tokens_ > 0 ? target_prefill_seconds_ / double(target_prefill_tokens_) *
-                                                              draft_params_per_target_param_
-                                                        : 0.0;
-    return (draft_costs_.empty() ? 0.0 : draft_costs_.seconds(1)) + (gap - 1) * per_token;
+    // Never timed: one draft call, and for the tokens past the first the draft's prefill rate that
+    // time_step_costs measured. Not the target's prompt rate scaled by the models' sizes, as before: on an AVX-512
+    // EPYC that priced the repacked Q4_0 draft of the real pair at 10.3 ms a token against 3.1 measured, and the
+    // automatic γ never drafted where fixed γ 8 ran 1.18x target-only (docs/speed-real-pair.md).
+    return (draft_costs_.empty() ? 0.0 : draft_costs_.seconds(1)) + (gap - 1) * draft_prefill_seconds_per_token_;
 }
 
 DraftCandidate SpeculativeDecoder::draft_candidate(const Sequence& seq, DraftSource drafter, int32_t min_length,
@@ -209,7 +207,20 @@ void SpeculativeDecoder::time_step_costs(int32_t token, int32_t id, int32_t targ
     };
     time_sizes(target_ctx_, target_batch_, target_pos, n_sequences() * (draft_max + 1), verify_costs_);
     // Up to two tokens a sequence: a step's first draft call reads two after a step that kept every draft.
-    if (draft_ctx_) time_sizes(*draft_ctx_, draft_batch_, draft_pos, 2 * n_sequences(), draft_costs_);
+    if (!draft_ctx_) return;
+    time_sizes(*draft_ctx_, draft_batch_, draft_pos, 2 * n_sequences(), draft_costs_);
+    // A prefill batch without outputs, twice: the first call builds its graph (milliseconds, which on a small
+    // draft would be most of the time), the second is timed.
+    if (draft_pos + kTimedPrefill > draft_ctx_->n_ctx()) return;
+    draft_batch_.reserve(kTimedPrefill);
+    draft_batch_.clear();
+    for (int32_t j = 0; j < kTimedPrefill; ++j) draft_batch_.add(token, draft_pos + j, id, false);
+    for (int pass = 0; pass < 2; ++pass) {
+        const double before = draft_ctx_->decode_seconds();
+        draft_ctx_->decode(draft_batch_);
+        draft_prefill_seconds_per_token_ = (draft_ctx_->decode_seconds() - before) / kTimedPrefill;
+        draft_ctx_->truncate(id, draft_pos);
+    }
 }
 
 void SpeculativeDecoder::record_drafter_evidence(Sequence& seq, const StepOutcome& outcome) {

@@ -93,7 +93,6 @@ SpeculativeDecoder::SpeculativeDecoder(const Model& target, const Model* draft, 
     if (draft != nullptr) {
         require_compatible_vocabularies(target, *draft);
         n_draft_vocab_ = draft->n_vocab();
-        draft_params_per_target_param_ = double(draft->n_params()) / double(std::max<uint64_t>(target.n_params(), 1));
         ContextOptions draft_options = options;
         if (options.n_threads_draft > 0) draft_options.n_threads = options.n_threads_draft;
         draft_options.batch_invariant_attention = false;  // its kernels move acceptance, never the output
@@ -125,7 +124,6 @@ void SpeculativeDecoder::prefill_prompt(int32_t id, std::span<const int32_t> tok
     } else if (repacked) {
         prompt_ctx_->truncate(id, 0);
     }
-    const double start = ctx.decode_seconds();
     if (logits_out != nullptr) {
         ctx.forward_rows(id, tokens, first_pos, [&](size_t, int32_t row) {
             const std::span<const float> logits = ctx.logits(row);
@@ -133,10 +131,6 @@ void SpeculativeDecoder::prefill_prompt(int32_t id, std::span<const int32_t> tok
         }, tokens.size() - 1);
     } else {
         ctx.prefill(id, tokens, first_pos);
-    }
-    if (to_int(tokens.size()) >= kTimedPrefill) {
-        target_prefill_seconds_ += ctx.decode_seconds() - start;
-        target_prefill_tokens_ += to_int(tokens.size());
     }
     if (repacked) target_ctx_.load_sequence(id, prompt_ctx_->save_sequence(id));
 }
