@@ -149,7 +149,6 @@ private:
     // Running per-position acceptance (the cost model's α) of each drafter's drafts, whose prior is the
     // decoder-wide estimate of that drafter.
     std::array<AcceptanceEstimate, kDraftSources> acceptance_estimates_;
-    DraftProbe probe_;              // Auto: drafts again now and then after choosing target-only
     Rng rng_;
     TextStream stream_;
     std::chrono::steady_clock::time_point generation_start_;  // when the prompt was cached (max_predict_seconds)
@@ -397,6 +396,11 @@ private:
     double draft_prefill_seconds_per_token_ = 0;
     bool costs_calibrated_ = false;
     TargetOnlyRetime target_only_retime_;
+    // Auto: drafts again now and then after choosing target-only. One for the decoder, not one a sequence: its
+    // budget is a share of all sequences' target-only steps, so a process (a bench over many problems, a server)
+    // probes once their work has paid for it, even where each answer alone is too short to (a HumanEval answer of
+    // the real pair: ~235 steps against a probe priced at ~430, its draft's catch-up of the prompt included).
+    DraftProbe probe_;
     // All sequences' drafting steps, per drafter, and the same by draft depth.
     std::array<AcceptanceEstimate, kDraftSources> decoder_acceptance_{AcceptanceEstimate(AcceptanceEstimate::kDecoderDecay),
                                                                       AcceptanceEstimate(AcceptanceEstimate::kDecoderDecay)};

@@ -102,6 +102,30 @@ TEST_F(DraftPolicyTest, ComputeBoundCostsDecodeTargetOnlyAndProbeAtTheirPrice) {
     EXPECT_GT(result.stats.draft_prefilled_tokens, 0) << "the probe's draft caught up first";
 }
 
+TEST_F(DraftPolicyTest, TheProbeBudgetIsTheDecodersAcrossSequences) {
+    // The costs above, and answers that end at a stop string after a few dozen tokens: each too short for a probe
+    // (due at a sequence's 134th target-only step), but the decoder's budget is every sequence's target-only
+    // steps, so a later answer probes (a bench over many short answers, or a server, learns whether the draft
+    // pays; a budget per sequence never would).
+    SpeculativeDecoder decoder(target, &draft, test_context());
+    decoder.set_step_costs(linear_curve(0.0, 1.0), linear_curve(0.0, 0.0), 0.0);
+    int32_t steps = 0;
+    decoder.set_step_cost_observer([&](const StepCostRecord&) { ++steps; });
+    GenerationOptions options = automatic();
+    options.max_tokens = 240;
+    options.stop_strings = {"Lily"};
+    int64_t drafted = 0;
+    for (int answer = 0; answer < 20; ++answer) {
+        const int32_t steps_before = steps;
+        const GenerationResult result = decoder.generate("Once upon a time", options);
+        ASSERT_EQ(result.stop_reason, StopReason::StopString);
+        ASSERT_LT(steps - steps_before, 133) << "an answer long enough to probe on its own";
+        drafted += result.stats.drafted;
+    }
+    EXPECT_GE(steps, 134);
+    EXPECT_GE(drafted, DraftProbe::kProbeLength) << "no probe in " << steps << " target-only steps";
+}
+
 TEST_F(DraftPolicyTest, AProbeThatMustCatchTheDraftUpOnEveryTokenIsNotWorthIt) {
     // The same with a 0.5 ms draft: the probe also pays the draft's catch-up over every token since the draft
     // last read (the prompt, the target-only steps), 0.5 ms each: half a target-only step per token, more than the
