@@ -145,8 +145,8 @@ double SpeculativeDecoder::draft_catch_up_seconds(int32_t gap) const {
     if (draft_catch_up_tokens_ > 0) return gap * draft_catch_up_seconds_ / double(draft_catch_up_tokens_);
     // Never timed: one draft call, and for the tokens past the first the draft's prefill rate that
     // time_step_costs measured. Not the target's prompt rate scaled by the models' sizes, as before: on an AVX-512
-    // EPYC that priced the repacked Q4_0 draft of the real pair at 10.3 ms a token against 3.1 measured, and the
-    // automatic γ never drafted where fixed γ 8 ran 1.18x target-only (docs/speed-real-pair.md).
+    // EPYC that priced the repacked Q4_0 draft of the real pair at 10.3 ms a token against 3.1 measured
+    // (docs/cost-model.md).
     return (draft_costs_.empty() ? 0.0 : draft_costs_.seconds(1)) + (gap - 1) * draft_prefill_seconds_per_token_;
 }
 
