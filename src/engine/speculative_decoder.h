@@ -253,9 +253,6 @@ public:
     // llama_decode against batch size. Empty until a sequence under Auto has stepped.
     const BatchCostCurve& verify_costs() const { return verify_costs_; }
     const BatchCostCurve& draft_costs() const { return draft_costs_; }
-    // The draft's prefill seconds a token, timed with the step costs (0 before): a catch-up's price until one
-    // has been timed.
-    double draft_prefill_seconds_per_token() const { return draft_prefill_seconds_per_token_; }
     // The n-gram drafter's measured seconds per sequence lookup (0 before the first).
     double ngram_lookup_seconds() const { return ngram_lookup_seconds_; }
     // Replaces the measured costs and stops measuring (tests with fake costs; a caller with a cost model
