@@ -1,6 +1,7 @@
 // Choosing each step's draft length (γ) and the cost model's bookkeeping: the measured step costs, each
 // drafter's acceptance evidence after a step, and the policy (Fixed, Adaptive, or Auto: core/draft_length.h).
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include <fmt/format.h>
@@ -209,18 +210,19 @@ void SpeculativeDecoder::time_step_costs(int32_t token, int32_t id, int32_t targ
     // Up to two tokens a sequence: a step's first draft call reads two after a step that kept every draft.
     if (!draft_ctx_) return;
     time_sizes(*draft_ctx_, draft_batch_, draft_pos, 2 * n_sequences(), draft_costs_);
-    // A prefill batch without outputs, twice: the first call builds its graph, the second is timed. The price of a
-    // token is what it adds to a one-token call (a call's fixed cost, most of a small draft's, is paid once per
+    // A prefill batch without outputs: a call that builds its graph, then the least of three timed ones (one call
+    // preempted on a busy machine would price every catch-up after it as if the machine stayed busy). The price of
+    // a token is what it adds to a one-token call (a call's fixed cost, most of a small draft's, is paid once per
     // catch-up: draft_catch_up_seconds).
     if (draft_pos + kTimedPrefill > draft_ctx_->n_ctx()) return;
     draft_batch_.reserve(kTimedPrefill);
     draft_batch_.clear();
     for (int32_t j = 0; j < kTimedPrefill; ++j) draft_batch_.add(token, draft_pos + j, id, false);
-    double batch_seconds = 0;
-    for (int pass = 0; pass < 2; ++pass) {
+    double batch_seconds = std::numeric_limits<double>::infinity();
+    for (int pass = 0; pass < 4; ++pass) {
         const double before = draft_ctx_->decode_seconds();
         draft_ctx_->decode(draft_batch_);
-        batch_seconds = draft_ctx_->decode_seconds() - before;
+        if (pass > 0) batch_seconds = std::min(batch_seconds, draft_ctx_->decode_seconds() - before);
         draft_ctx_->truncate(id, draft_pos);
     }
     draft_prefill_seconds_per_token_ = std::max(batch_seconds - draft_costs_.seconds(1), 0.0) / (kTimedPrefill - 1);
