@@ -120,11 +120,28 @@ constexpr std::string_view kLiveCodeBenchHeader =
 
 // A whole-program answer keeps only its definitions, as EvalPlus's sanitizer does before its tests run
 // (evalplus/sanitize.py): imports, functions, classes and assignments at the top level; an instruct model's own
-// asserts, prints and `if __name__` demos are dropped (Qwen2.5-Coder appends wrong asserts of its own).
+// asserts, prints and `if __name__` demos are dropped (Qwen2.5-Coder appends wrong asserts of its own). An answer
+// that does not parse keeps the top-level statements before its error, as EvalPlus's tree-sitter parse keeps the
+// whole definitions (never part of one: the cut falls before a line at column 0): an answer cut by -n in its own
+// demo prints keeps its function (4 of the 0.5B draft's 15 HumanEval answers cut at 512 tokens passed so, all
+// failed before on a SyntaxError).
 std::string definitions_only(const std::string& code) {
     return "\nimport ast as _klspec_ast\n"
+           "def _klspec_parse(source):\n"
+           "    lines = source.split('\\n')\n"
+           "    try:\n"
+           "        return _klspec_ast.parse(source)\n"
+           "    except SyntaxError as error:\n"
+           "        for end in range(len(lines) - 1, 0, -1):\n"
+           "            if lines[end][:1].isspace():\n"
+           "                continue\n"
+           "            try:\n"
+           "                return _klspec_ast.parse('\\n'.join(lines[:end]))\n"
+           "            except SyntaxError:\n"
+           "                pass\n"
+           "        raise error\n"
            "def _klspec_definitions(source):\n"
-           "    tree = _klspec_ast.parse(source)\n"
+           "    tree = _klspec_parse(source)\n"
            "    kept = (_klspec_ast.Import, _klspec_ast.ImportFrom, _klspec_ast.FunctionDef, _klspec_ast.AsyncFunctionDef,\n"
            "            _klspec_ast.ClassDef, _klspec_ast.Assign, _klspec_ast.AnnAssign)\n"
            "    tree.body = [node for node in tree.body if isinstance(node, kept)]\n"

@@ -105,6 +105,14 @@ TEST(Sandbox, AnswersKeepOnlyTheirDefinitions) {
     EXPECT_TRUE(helper.correct) << helper.prediction.value_or("no answer");
     const ScoredOutput wrong = score_output(doubling_problem(), "```python\ndef f(x):\n    return x + 1\n" + own_tests + "```\n");
     EXPECT_FALSE(wrong.correct);
+    // Cut by -n in its own demo (no closing fence): the complete function is kept; cut inside the function, the
+    // function is dropped, never kept in part.
+    const ScoredOutput cut_in_demo = score_output(doubling_problem(), "def f(x):\n    return 2 * x\n\nprint(f([1, 2,");
+    EXPECT_TRUE(cut_in_demo.correct) << cut_in_demo.prediction.value_or("no answer");
+    const ScoredOutput cut_in_function =
+        score_output(doubling_problem(), "def f(x):\n    if x > 100:\n        return [x,\n    return 2 * x\n");
+    EXPECT_FALSE(cut_in_function.correct);
+    EXPECT_NE(cut_in_function.prediction->find("SyntaxError"), std::string::npos) << *cut_in_function.prediction;
 }
 
 // The whole process tree (a forked child too, each exec'd into a busy loop) is killed at the wall time.
