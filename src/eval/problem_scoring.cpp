@@ -123,8 +123,7 @@ constexpr std::string_view kLiveCodeBenchHeader =
 // asserts, prints and `if __name__` demos are dropped (Qwen2.5-Coder appends wrong asserts of its own). An answer
 // that does not parse keeps the top-level statements before its error, as EvalPlus's tree-sitter parse keeps the
 // whole definitions (never part of one: the cut falls before a line at column 0): an answer cut by -n in its own
-// demo prints keeps its function (4 of the 0.5B draft's 15 HumanEval answers cut at 512 tokens passed so, all
-// failed before on a SyntaxError).
+// demo prints keeps its function (the 0.5B draft's HumanEval pass@1 went from 87 to 92 of 164 so).
 std::string definitions_only(const std::string& code) {
     return "\nimport ast as _klspec_ast\n"
            "def _klspec_parse(source):\n"
