@@ -274,40 +274,21 @@ bool TargetOnlyRetime::due(const DraftChoice& chosen, const DraftChoice& target_
     return true;
 }
 
-int32_t DraftProbe::adjust(int32_t chosen, int32_t max_length, double probe_cost, int32_t sequence_id,
-                           int32_t run_step) {
+int32_t DraftProbe::adjust(int32_t chosen, int32_t max_length, double probe_cost) {
     probing_ = false;
     if (max_length <= 0) return chosen;
-    const bool run = run_limit(sequence_id) > 0;
-    if (run) run_limit_ = 0;  // a run goes on in the step right after its last probe, or ends
     if (chosen > 0) {
         idle_steps_ = 0;
         if (++drafting_steps_ >= kFirstInterval) interval_ = kFirstInterval;
         return chosen;
     }
     drafting_steps_ = 0;
-    if (run && run_step > 0) return probe(sequence_id, std::min(run_step, max_length));
     const double priced_interval = std::ceil(std::max(probe_cost, 0.0) / kMaxShare);
     if (++idle_steps_ < std::max(double(interval_), priced_interval)) return 0;
     idle_steps_ = 0;
     interval_ = std::min(2 * interval_, kMaxInterval);
-    return probe(sequence_id, std::min(kProbeLength, max_length));
-}
-
-int32_t DraftProbe::probe(int32_t sequence_id, int32_t length) {
     probing_ = true;
-    probe_sequence_ = sequence_id;
-    probe_length_ = length;
-    return length;
-}
-
-void DraftProbe::record(int32_t sequence_id, int32_t drafted, int32_t accepted) {
-    if (sequence_id != probe_sequence_ || probe_length_ == 0) return;
-    if (drafted == probe_length_ && accepted >= drafted) {
-        run_sequence_ = sequence_id;
-        run_limit_ = 2 * drafted;
-    }
-    probe_length_ = 0;
+    return std::min(kProbeLength, max_length);
 }
 
 }  // namespace klspec

@@ -371,46 +371,6 @@ TEST(DraftProbe, AChoiceFlippingBetweenZeroAndOneProbesOnce) {
     EXPECT_EQ(probe.adjust(0, 16), DraftProbe::kProbeLength);  // a real idle spell still probes
 }
 
-// A probe that kept every draft goes on in its sequence's next step, at the length the caller finds would pay
-// within twice the probe's, for as long as every draft is kept; a rejection, a choice to draft, another sequence's
-// step or no paying length ends the run, and the schedule of probes goes on as before.
-TEST(DraftProbe, AProbeThatKeptEveryDraftGoesOnWhileEveryDraftIsKept) {
-    DraftProbe probe;
-    for (int i = 1; i < DraftProbe::kFirstInterval; ++i) ASSERT_EQ(probe.adjust(0, 16, 0.0, 3), 0) << i;
-    ASSERT_EQ(probe.adjust(0, 16, 0.0, 3), 4);
-    probe.record(3, 4, 4);
-    EXPECT_EQ(probe.run_limit(3), 8);
-    EXPECT_EQ(probe.run_limit(2), 0);
-    EXPECT_EQ(probe.adjust(0, 16, 0.0, 2, 8), 0) << "another sequence's step";
-    EXPECT_EQ(probe.adjust(0, 16, 0.0, 3, 8), 8);
-    EXPECT_TRUE(probe.probing());
-    probe.record(3, 8, 8);
-    EXPECT_EQ(probe.run_limit(3), 16);
-    EXPECT_EQ(probe.adjust(0, 12, 0.0, 3, 16), 12) << "the step's cap";
-    probe.record(3, 12, 12);
-    EXPECT_EQ(probe.adjust(0, 16, 0.0, 3, 5), 5) << "the caller's paying length";
-    probe.record(3, 5, 4);
-    EXPECT_EQ(probe.run_limit(3), 0) << "a rejection ends the run";
-    EXPECT_EQ(probe.adjust(0, 16, 0.0, 3, 8), 0);
-
-    DraftProbe not_paying;
-    for (int i = 1; i < DraftProbe::kFirstInterval; ++i) not_paying.adjust(0, 16);
-    ASSERT_EQ(not_paying.adjust(0, 16), 4);
-    not_paying.record(0, 4, 4);
-    EXPECT_EQ(not_paying.adjust(0, 16, 0.0, 0, 0), 0);
-    EXPECT_EQ(not_paying.run_limit(0), 0) << "a run not taken is over";
-    // The interval has doubled since the probe: the next comes after 2 × kFirstInterval idle steps.
-    for (int i = 2; i < 2 * DraftProbe::kFirstInterval; ++i) EXPECT_EQ(not_paying.adjust(0, 16), 0) << i;
-    EXPECT_EQ(not_paying.adjust(0, 16), 4);
-
-    DraftProbe drafting;
-    for (int i = 1; i < DraftProbe::kFirstInterval; ++i) drafting.adjust(0, 16);
-    ASSERT_EQ(drafting.adjust(0, 16), 4);
-    drafting.record(0, 4, 4);
-    EXPECT_EQ(drafting.adjust(6, 16, 0.0, 0, 8), 6) << "the cost model's own choice";
-    EXPECT_EQ(drafting.run_limit(0), 0);
-}
-
 // A probe costing c target-only steps waits c / kMaxShare steps: with a draft as costly as its target
 // (a probe of 4 ≈ 7 steps: 4 drafts and a verify of 5 at 3.1x), probes take 3 % of decoding, not a quarter.
 TEST(DraftProbe, ProbesAreSpacedByTheirPrice) {
