@@ -45,20 +45,22 @@ void BatchCostCurve::record(int32_t batch_size, double seconds) {
     };
     const bool was_stale = stale(batch_size);
     ++calls_;
-    if (reused && previous_rebuilt_seconds_) fold_rebuild(*previous_rebuilt_seconds_ - seconds);
-    previous_rebuilt_seconds_ = reused ? std::nullopt : std::optional<double>(seconds);
     const auto it = mean_.find(batch_size);
-    if (it == mean_.end() || was_stale) {
+    const auto provisional = first_rebuilt_.find(batch_size);
+    if (reused && provisional != first_rebuilt_.end()) {  // the size's first call with its graph reused
+        fold_rebuild(provisional->second - seconds);
+        first_rebuilt_.erase(provisional);
+        mean_[batch_size] = seconds;
+    } else if (it == mean_.end()) {
         mean_[batch_size] = reused ? seconds : std::max(seconds - rebuild_seconds(), 0.0);
-        if (reused) {
-            provisional_.erase(batch_size);
-        } else {
-            provisional_.insert(batch_size);
-        }
+        if (!reused) first_rebuilt_[batch_size] = seconds;
+    } else if (was_stale) {
+        it->second = reused ? seconds : std::max(seconds - rebuild_seconds(), 0.0);
     } else if (reused) {
-        it->second = provisional_.erase(batch_size) ? seconds : it->second + kNewMeasurementWeight * (seconds - it->second);
+        it->second += kNewMeasurementWeight * (seconds - it->second);
     } else {
-        return;  // a rebuilding call of a known size: its average did not move
+        fold_rebuild(seconds - it->second);
+        return;  // the size's average did not move
     }
     measured_at_[batch_size] = calls_;
 }
@@ -272,40 +274,21 @@ bool TargetOnlyRetime::due(const DraftChoice& chosen, const DraftChoice& target_
     return true;
 }
 
-int32_t DraftProbe::adjust(int32_t chosen, int32_t max_length, double probe_cost, int32_t sequence_id,
-                           int32_t run_step) {
+int32_t DraftProbe::adjust(int32_t chosen, int32_t max_length, double probe_cost) {
     probing_ = false;
     if (max_length <= 0) return chosen;
-    const bool run = run_limit(sequence_id) > 0;
-    if (run) run_limit_ = 0;  // a run goes on in the step right after its last probe, or ends
     if (chosen > 0) {
         idle_steps_ = 0;
         if (++drafting_steps_ >= kFirstInterval) interval_ = kFirstInterval;
         return chosen;
     }
     drafting_steps_ = 0;
-    if (run && run_step > 0) return probe(sequence_id, std::min(run_step, max_length));
     const double priced_interval = std::ceil(std::max(probe_cost, 0.0) / kMaxShare);
     if (++idle_steps_ < std::max(double(interval_), priced_interval)) return 0;
     idle_steps_ = 0;
     interval_ = std::min(2 * interval_, kMaxInterval);
-    return probe(sequence_id, std::min(kProbeLength, max_length));
-}
-
-int32_t DraftProbe::probe(int32_t sequence_id, int32_t length) {
     probing_ = true;
-    probe_sequence_ = sequence_id;
-    probe_length_ = length;
-    return length;
-}
-
-void DraftProbe::record(int32_t sequence_id, int32_t drafted, int32_t accepted) {
-    if (sequence_id != probe_sequence_ || probe_length_ == 0) return;
-    if (drafted == probe_length_ && accepted >= drafted) {
-        run_sequence_ = sequence_id;
-        run_limit_ = 2 * drafted;
-    }
-    probe_length_ = 0;
+    return std::min(kProbeLength, max_length);
 }
 
 }  // namespace klspec

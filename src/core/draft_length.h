@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <set>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -46,19 +45,14 @@ public:
     static constexpr int64_t kStaleCalls = 32;
 
     // Folds a measurement in: a call of the previous call's size into that size's running average (the
-    // first one is taken as is). A call that rebuilt is held until the next call: if that one reuses the
-    // graph, the rebuild cost takes the first's excess over it, two timings a call apart. Not the excess over
-    // the size's average, which takes in whatever moved since that was timed (a longer context, a slow spell
-    // on a shared core): on the real pair, drafting at a new γ every step, that pushed the rebuild price from
-    // ~5 to ~40 ms and priced a target-only step at 80-108 ms against 51 measured (docs/cost-model.md).
-    // A size first seen rebuilding is averaged without the rebuild until a reused call of it comes. A stale
-    // size's average is replaced by the call's time instead (less the rebuild when it rebuilt): one fresh
-    // timing says more than an old one.
+    // first one is taken as is), any other into the rebuild cost, as its excess over its size's average
+    // (a size first seen rebuilding is averaged without the rebuild until a reused call of it comes).
+    // A stale size's average is replaced by the call's time instead (less the rebuild when it rebuilt):
+    // one fresh timing says more than an old one.
     void record(int32_t batch_size, double seconds);
     // A call that was not timed (split into micro-batches): the next call is taken to rebuild.
     void record_untimed() {
         last_size_ = 0;
-        previous_rebuilt_seconds_.reset();
         ++calls_;
     }
     // Calls recorded since the size's average last moved (all calls when it never had one).
@@ -80,8 +74,7 @@ public:
 
 private:
     std::map<int32_t, double> mean_;
-    std::set<int32_t> provisional_;                 // sizes known only from a rebuilding call, less the rebuild
-    std::optional<double> previous_rebuilt_seconds_;  // the previous call's time, when it rebuilt
+    std::map<int32_t, double> first_rebuilt_;  // sizes known only from a rebuilding call: that call's time
     std::optional<double> rebuild_seconds_;
     int32_t last_size_ = 0;
     int64_t calls_ = 0;
@@ -245,42 +238,23 @@ private:
 // 5 % of decode on the Gemma pair). Probes are also spaced by their price: a probe costing c target-only
 // steps waits at least c / kMaxShare steps, so probes take at most kMaxShare of decoding on any CPU and
 // pair (a draft as costly as its target made them a quarter of it).
-// A probe that kept every draft goes on in its sequence's next step (a run), up to twice as long, at the
-// longest length that would pay if the pair kept nearly every draft, and so on while every draft is kept: one
-// probe of 4 moved the real pair's estimate from its prior 0.75 to 0.80, where no γ pays on 2 cores, while
-// fixed γ 8 kept 98 % of its drafts (docs/cost-model.md). A rejection ends the run, and so does the cost model
-// choosing to draft by itself.
 class DraftProbe {
 public:
     static constexpr int32_t kFirstInterval = 8;
     static constexpr int32_t kMaxInterval = 128;
     static constexpr int32_t kProbeLength = 4;
     static constexpr double kMaxShare = 0.03;
-    static constexpr double kRunAcceptance = 0.95;  // "nearly every draft": a run goes on where this would pay
 
-    // Given the cost model's γ for this step of sequence `sequence_id`, the γ to use: the probe's length when
-    // one is due, or `run_step` when the sequence's run goes on (the caller's length within run_limit that would
-    // pay; 0 ends the run). `probe_cost`: a probe's extra time, in target-only steps (0: free).
-    int32_t adjust(int32_t chosen, int32_t max_length, double probe_cost = 0.0, int32_t sequence_id = 0,
-                   int32_t run_step = 0);
-    // The step's outcome for a sequence (its draft model's drafts and how many were kept): after a probe of
-    // it that kept every draft, the run goes on.
-    void record(int32_t sequence_id, int32_t drafted, int32_t accepted);
-    // The longest the sequence's run may probe next (twice its last probe), or 0 when no run goes on.
-    int32_t run_limit(int32_t sequence_id) const { return sequence_id == run_sequence_ ? run_limit_ : 0; }
+    // Given the cost model's γ for this step, the γ to use (the probe's length when one is due).
+    // `probe_cost`: a probe's extra time, in target-only steps (0: free).
+    int32_t adjust(int32_t chosen, int32_t max_length, double probe_cost = 0.0);
     bool probing() const { return probing_; }
 
 private:
-    int32_t probe(int32_t sequence_id, int32_t length);
-
     int32_t idle_steps_ = 0;
     int32_t drafting_steps_ = 0;
     int32_t interval_ = kFirstInterval;
     bool probing_ = false;
-    int32_t probe_sequence_ = -1;  // the last probe's sequence and length, until its outcome is recorded
-    int32_t probe_length_ = 0;
-    int32_t run_sequence_ = -1;    // a run's next probe
-    int32_t run_limit_ = 0;
 };
 
 }  // namespace klspec

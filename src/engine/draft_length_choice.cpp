@@ -124,25 +124,8 @@ void SpeculativeDecoder::choose_draft_lengths_for(std::span<Sequence* const> act
     for (size_t s = 0; s < active.size(); ++s) {
         if (candidates[s].min_length == candidates[s].max_length) continue;
         const double probe_cost = choice.lengths[s] == 0 ? probe_cost_in_steps(candidates[s]) : 0.0;
-        const int32_t run_limit = std::min(probe_.run_limit(active[s]->id_), candidates[s].max_length);
-        const int32_t run_step =
-            run_limit > 0 && choice.lengths[s] == 0 ? longest_paying_if_nearly_always_kept(candidates[s], run_limit) : 0;
-        active[s]->gamma_ =
-            probe_.adjust(choice.lengths[s], candidates[s].max_length, probe_cost, active[s]->id_, run_step);
+        active[s]->gamma_ = probe_.adjust(choice.lengths[s], candidates[s].max_length, probe_cost);
     }
-}
-
-int32_t SpeculativeDecoder::longest_paying_if_nearly_always_kept(const DraftCandidate& candidate,
-                                                                 int32_t limit) const {
-    DraftCandidate alone = candidate;  // one step, as a probe: its catch-up paid whole
-    alone.catch_up_horizon = 0;
-    alone.acceptance.assign(static_cast<size_t>(std::max(limit, 1)), DraftProbe::kRunAcceptance);
-    const std::span<const DraftCandidate> one(&alone, 1);
-    const double target_only = evaluate_draft_lengths(verify_costs_, draft_costs_, one, {0}).tokens_per_second();
-    for (int32_t length = limit; length > 0; --length)
-        if (evaluate_draft_lengths(verify_costs_, draft_costs_, one, {length}).tokens_per_second() > target_only)
-            return length;
-    return 0;
 }
 
 double SpeculativeDecoder::probe_cost_in_steps(const DraftCandidate& candidate) const {
@@ -258,7 +241,6 @@ void SpeculativeDecoder::record_drafter_evidence(Sequence& seq, const StepOutcom
     const int32_t k = to_int(seq.drafted_.size());
     const bool ngram_used = seq.ngram_drafts_ && k > 0;
     record(DraftSource::Model, ngram_used ? 0 : k, ngram_used ? 0 : outcome.accepted);
-    probe_.record(seq.id_, ngram_used ? 0 : k, ngram_used ? 0 : outcome.accepted);
     if (ngram_used) {
         record(DraftSource::Ngram, k, outcome.accepted);
         ngram_->accept(seq.id_, outcome.accepted);

@@ -296,9 +296,6 @@ private:
     // What a DraftProbe of the candidate would add to a target-only step, in target-only steps: its draft and
     // verification, and for the draft model its whole catch-up.
     double probe_cost_in_steps(const DraftCandidate& candidate) const;
-    // The longest γ up to `limit` whose step would beat a target-only one if the pair kept
-    // DraftProbe::kRunAcceptance of its drafts, its catch-up paid in the step (0: none): a probe run's next step.
-    int32_t longest_paying_if_nearly_always_kept(const DraftCandidate& candidate, int32_t limit) const;
     // The draft's catch-up prefill of `gap` tokens (the step's last one included): at the rate timed so far,
     // else at time_step_costs' prefill rate.
     double draft_catch_up_seconds(int32_t gap) const;
