@@ -41,6 +41,10 @@ bench_alone() {  # bench_alone NAME MODEL DATASET [FLAGS]: klspec bench, resumed
 }
 
 compare_with_target() {  # compare_with_target SWEEP_DIR: its vanilla answers against target-only's, where both ran
+  if [ ! -s "$OUT/target-humaneval.jsonl" ]; then  # the sweep's results stay; a rerun after that stage compares
+    echo "real_pair_paper.sh: no target-only answers to compare with; run KLSPEC_STAGES=target-humaneval first" >&2
+    return 1
+  fi
   python3 - "$OUT/target-humaneval.jsonl" "$1/examples.jsonl" <<'PY'
 import json, sys
 alone = {row["id"]: row for row in map(json.loads, open(sys.argv[1]))}
