@@ -122,8 +122,9 @@ constexpr std::string_view kLiveCodeBenchHeader =
 // (evalplus/sanitize.py): imports, functions, classes and assignments at the top level; an instruct model's own
 // asserts, prints and `if __name__` demos are dropped (Qwen2.5-Coder appends wrong asserts of its own). An answer
 // that does not parse keeps the top-level statements before its error, as EvalPlus's tree-sitter parse keeps the
-// whole definitions (never part of one: the cut falls before a line at column 0): an answer cut by -n in its own
-// demo prints keeps its function (the 0.5B draft's HumanEval pass@1 went from 87 to 92 of 164 so).
+// whole definitions (never part of one: the cut falls before a line that starts at column 0, never before a
+// blank one): an answer cut by -n in its own demo prints keeps its function (the 0.5B draft's HumanEval pass@1
+// went from 87 to 92 of 164 so).
 std::string definitions_only(const std::string& code) {
     return "\nimport ast as _klspec_ast\n"
            "def _klspec_parse(source):\n"
@@ -132,7 +133,7 @@ std::string definitions_only(const std::string& code) {
            "        return _klspec_ast.parse(source)\n"
            "    except SyntaxError as error:\n"
            "        for end in range(len(lines) - 1, 0, -1):\n"
-           "            if lines[end][:1].isspace():\n"
+           "            if not lines[end][:1] or lines[end][:1].isspace():\n"
            "                continue\n"
            "            try:\n"
            "                return _klspec_ast.parse('\\n'.join(lines[:end]))\n"

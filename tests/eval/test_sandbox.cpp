@@ -113,6 +113,11 @@ TEST(Sandbox, AnswersKeepOnlyTheirDefinitions) {
         score_output(doubling_problem(), "def f(x):\n    if x > 100:\n        return [x,\n    return 2 * x\n");
     EXPECT_FALSE(cut_in_function.correct);
     EXPECT_NE(cut_in_function.prediction->find("SyntaxError"), std::string::npos) << *cut_in_function.prediction;
+    // A blank line inside the function is no place to cut either: the part before it would pass the tests.
+    const ScoredOutput cut_after_blank_line =
+        score_output(doubling_problem(), "def f(x):\n    if x > 0:\n        return 2 * x\n\n    return [x,\n");
+    EXPECT_FALSE(cut_after_blank_line.correct);
+    EXPECT_NE(cut_after_blank_line.prediction->find("SyntaxError"), std::string::npos) << *cut_after_blank_line.prediction;
 }
 
 // The whole process tree (a forked child too, each exec'd into a busy loop) is killed at the wall time.
