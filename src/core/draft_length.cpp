@@ -45,22 +45,20 @@ void BatchCostCurve::record(int32_t batch_size, double seconds) {
     };
     const bool was_stale = stale(batch_size);
     ++calls_;
+    if (reused && previous_rebuilt_seconds_) fold_rebuild(*previous_rebuilt_seconds_ - seconds);
+    previous_rebuilt_seconds_ = reused ? std::nullopt : std::optional<double>(seconds);
     const auto it = mean_.find(batch_size);
-    const auto provisional = first_rebuilt_.find(batch_size);
-    if (reused && provisional != first_rebuilt_.end()) {  // the size's first call with its graph reused
-        fold_rebuild(provisional->second - seconds);
-        first_rebuilt_.erase(provisional);
-        mean_[batch_size] = seconds;
-    } else if (it == mean_.end()) {
+    if (it == mean_.end() || was_stale) {
         mean_[batch_size] = reused ? seconds : std::max(seconds - rebuild_seconds(), 0.0);
-        if (!reused) first_rebuilt_[batch_size] = seconds;
-    } else if (was_stale) {
-        it->second = reused ? seconds : std::max(seconds - rebuild_seconds(), 0.0);
+        if (reused) {
+            provisional_.erase(batch_size);
+        } else {
+            provisional_.insert(batch_size);
+        }
     } else if (reused) {
-        it->second += kNewMeasurementWeight * (seconds - it->second);
+        it->second = provisional_.erase(batch_size) ? seconds : it->second + kNewMeasurementWeight * (seconds - it->second);
     } else {
-        fold_rebuild(seconds - it->second);
-        return;  // the size's average did not move
+        return;  // a rebuilding call of a known size: its average did not move
     }
     measured_at_[batch_size] = calls_;
 }

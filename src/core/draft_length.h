@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -45,14 +46,19 @@ public:
     static constexpr int64_t kStaleCalls = 32;
 
     // Folds a measurement in: a call of the previous call's size into that size's running average (the
-    // first one is taken as is), any other into the rebuild cost, as its excess over its size's average
-    // (a size first seen rebuilding is averaged without the rebuild until a reused call of it comes).
-    // A stale size's average is replaced by the call's time instead (less the rebuild when it rebuilt):
-    // one fresh timing says more than an old one.
+    // first one is taken as is). A call that rebuilt is held until the next call: if that one reuses the
+    // graph, the rebuild cost takes the first's excess over it, two timings a call apart. Not the excess over
+    // the size's average, which takes in whatever moved since that was timed (a longer context, a slow spell
+    // on a shared core): on the real pair, drafting at a new γ every step, that pushed the rebuild price from
+    // ~5 to ~40 ms and priced a target-only step at 80-108 ms against 51 measured (docs/cost-model.md).
+    // A size first seen rebuilding is averaged without the rebuild until a reused call of it comes. A stale
+    // size's average is replaced by the call's time instead (less the rebuild when it rebuilt): one fresh
+    // timing says more than an old one.
     void record(int32_t batch_size, double seconds);
     // A call that was not timed (split into micro-batches): the next call is taken to rebuild.
     void record_untimed() {
         last_size_ = 0;
+        previous_rebuilt_seconds_.reset();
         ++calls_;
     }
     // Calls recorded since the size's average last moved (all calls when it never had one).
@@ -74,7 +80,8 @@ public:
 
 private:
     std::map<int32_t, double> mean_;
-    std::map<int32_t, double> first_rebuilt_;  // sizes known only from a rebuilding call: that call's time
+    std::set<int32_t> provisional_;                 // sizes known only from a rebuilding call, less the rebuild
+    std::optional<double> previous_rebuilt_seconds_;  // the previous call's time, when it rebuilt
     std::optional<double> rebuild_seconds_;
     int32_t last_size_ = 0;
     int64_t calls_ = 0;

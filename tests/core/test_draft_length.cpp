@@ -167,8 +167,8 @@ TEST(DraftLength, CurveInterpolatesExtrapolatesAndAverages) {
     EXPECT_DOUBLE_EQ(curve.seconds(6), 1.5);
     EXPECT_DOUBLE_EQ(curve.seconds(18), 3.0);  // through the two largest sizes
     EXPECT_DOUBLE_EQ(curve.seconds(1), 1.0);   // never below the smallest size
-    record_twice(2, 2.0);  // the first call rebuilds (excess 1.0 − 0, weight 0.2), the second averages
-    EXPECT_DOUBLE_EQ(curve.rebuild_seconds(), 0.2);
+    record_twice(2, 2.0);  // the first call rebuilds, but the reused one costs as much: no rebuild cost
+    EXPECT_DOUBLE_EQ(curve.rebuild_seconds(), 0.0);
     EXPECT_DOUBLE_EQ(curve.seconds(2), 1.2);   // 1.0 + 0.2 (2.0 − 1.0)
     record_twice(6, 1.0);  // a noisy size below a smaller one's cost reads as that cost
     EXPECT_DOUBLE_EQ(curve.seconds(6), 1.2);
@@ -189,15 +189,24 @@ TEST(DraftLength, CurveChargesAGraphRebuildWhenTheSizeChanges) {
     curve.record(8, 3.0);  // reused: rebuild 1.0 + 0.2 ((4.5 − 3.0) − 1.0)
     EXPECT_DOUBLE_EQ(curve.seconds(8), 3.0);
     EXPECT_DOUBLE_EQ(curve.rebuild_seconds(), 1.1);
-    curve.record(4, 3.5);  // a known size rebuilding: rebuild 1.1 + 0.2 ((3.5 − 2.0) − 1.1)
+    curve.record(4, 3.5);  // a known size rebuilding: held until the next call
     EXPECT_DOUBLE_EQ(curve.seconds(4), 2.0);
-    EXPECT_DOUBLE_EQ(curve.rebuild_seconds(), 1.18);
+    EXPECT_DOUBLE_EQ(curve.rebuild_seconds(), 1.1);
+    curve.record(4, 2.2);  // reused: rebuild 1.1 + 0.2 ((3.5 − 2.2) − 1.1), the size 2.0 + 0.2 (2.2 − 2.0)
+    EXPECT_DOUBLE_EQ(curve.seconds(4), 2.04);
+    EXPECT_DOUBLE_EQ(curve.rebuild_seconds(), 1.14);
     EXPECT_EQ(curve.last_size(), 4);
     const std::vector<int32_t> calls = {4, 4, 8};
-    EXPECT_DOUBLE_EQ(curve.seconds(calls), 2.0 + 2.0 + 3.0 + 1.18);
+    EXPECT_DOUBLE_EQ(curve.seconds(calls), 2.04 + 2.04 + 3.0 + 1.14);
+    // A slow spell while the size changes every call (a new γ each step): its calls' excess over the sizes'
+    // averages is no rebuild cost (before, these three calls raised it to 3.5: a step of another size looked dear).
+    curve.record(8, 9.0);
+    curve.record(4, 8.0);
+    curve.record(8, 9.0);
+    EXPECT_DOUBLE_EQ(curve.rebuild_seconds(), 1.14);
     curve.record_untimed();  // a split call: whatever comes next rebuilds
     const std::vector<int32_t> one = {4};
-    EXPECT_DOUBLE_EQ(curve.seconds(one), 2.0 + 1.18);
+    EXPECT_DOUBLE_EQ(curve.seconds(one), 2.04 + 1.14);
 }
 
 TEST(DraftLength, AStaleAverageIsReplacedByTheNextTiming) {
@@ -219,7 +228,7 @@ TEST(DraftLength, AStaleAverageIsReplacedByTheNextTiming) {
     EXPECT_DOUBLE_EQ(curve.seconds(1), 0.6);
     EXPECT_DOUBLE_EQ(curve.rebuild_seconds(), 0.1);
     EXPECT_EQ(curve.calls_since_measured(1), 0);
-    curve.record(4, 2.1);  // a fresh size rebuilding moves the rebuild cost, not its average
+    curve.record(4, 2.1);  // a fresh size rebuilding: held for the next call, its average unmoved
     EXPECT_DOUBLE_EQ(curve.seconds(4), 2.0);
     EXPECT_NEAR(curve.rebuild_seconds(), 0.1, 1e-12);
     EXPECT_EQ(curve.calls_since_measured(4), 2);
@@ -249,7 +258,8 @@ TEST(DraftLength, AGraphRebuildKeepsTheLastLengthWhenOthersGainLess) {
     BatchCostCurve verify = linear_curve(10.0, 0.0, 17);  // 17 sizes: none stale (BatchCostCurve::kStaleCalls)
     const BatchCostCurve draft = linear_curve(0.1, 0.0);
     EXPECT_EQ(choose_draft_lengths(verify, draft, candidates({0.5})).lengths, std::vector<int32_t>({5}));
-    verify.record(4, 11e-3);  // the last call had 4 tokens and rebuilt: 1 ms over its 10
+    verify.record(4, 11e-3);  // the last two calls had 4 tokens, the first rebuilding: 1 ms over the second
+    verify.record(4, 10e-3);
     EXPECT_DOUBLE_EQ(verify.rebuild_seconds(), 1e-3);
     const DraftChoice stay = choose_draft_lengths(verify, draft, candidates({0.5}));
     EXPECT_EQ(stay.lengths, std::vector<int32_t>({3}));

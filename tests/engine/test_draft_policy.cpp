@@ -95,7 +95,9 @@ TEST_F(DraftPolicyTest, ComputeBoundCostsDecodeTargetOnlyAndProbeAtTheirPrice) {
         const auto [step, length] = probes[i];
         drafted += length;
         EXPECT_LE(length, DraftProbe::kProbeLength);
-        if (i > 0) EXPECT_GE(step - probes[i - 1].first, std::ceil(length / DraftProbe::kMaxShare)) << "probe " << i;
+        if (i > 0) {
+            EXPECT_GE(step - probes[i - 1].first, std::ceil(length / DraftProbe::kMaxShare)) << "probe " << i;
+        }
     }
     EXPECT_EQ(result.stats.target_only_steps, result.stats.target_calls - static_cast<int64_t>(probes.size()));
     EXPECT_EQ(result.stats.drafted, drafted);
