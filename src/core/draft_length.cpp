@@ -63,6 +63,10 @@ void BatchCostCurve::record(int32_t batch_size, double seconds) {
     measured_at_[batch_size] = calls_;
 }
 
+void BatchCostCurve::expire(std::span<const int32_t> batch_sizes) {
+    for (const int32_t size : batch_sizes) measured_at_[size] = calls_ - kStaleCalls;
+}
+
 int64_t BatchCostCurve::calls_since_measured(int32_t batch_size) const {
     const auto it = measured_at_.find(batch_size);
     return it == measured_at_.end() ? calls_ : calls_ - it->second;
@@ -258,14 +262,14 @@ DraftChoice choose_draft_lengths(const BatchCostCurve& verify, const BatchCostCu
     return best;
 }
 
-bool TargetOnlyRetime::due(const DraftChoice& chosen, const DraftChoice& target_only, bool target_only_stale) {
+bool TargetOnlyRetime::due(const DraftChoice& chosen, const DraftChoice& target_only) {
     const bool drafts = std::any_of(chosen.lengths.begin(), chosen.lengths.end(), [](int32_t g) { return g > 0; });
     if (!drafts) {  // the choice stepped aside: the size is being timed
         steps_ = 0;
         interval_ = kFirstInterval;
         return false;
     }
-    if (!target_only_stale || chosen.tokens_per_second() >= kMargin * target_only.tokens_per_second()) return false;
+    if (chosen.tokens_per_second() >= kMargin * target_only.tokens_per_second()) return false;
     if (++steps_ < interval_) return false;
     steps_ = 0;
     interval_ = std::min(2 * interval_, kMaxInterval);

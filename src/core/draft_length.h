@@ -64,9 +64,9 @@ public:
     // Calls recorded since the size's average last moved (all calls when it never had one).
     int64_t calls_since_measured(int32_t batch_size) const;
     bool stale(int32_t batch_size) const { return calls_since_measured(batch_size) >= kStaleCalls; }
-    bool stale(std::span<const int32_t> batch_sizes) const {
-        return std::any_of(batch_sizes.begin(), batch_sizes.end(), [this](int32_t size) { return stale(size); });
-    }
+    // Marks the sizes stale, so that their next timing replaces their averages (a re-timing step's call, which
+    // rebuilds the graph, would otherwise move nothing).
+    void expire(std::span<const int32_t> batch_sizes);
     // Estimated seconds for a batch of `batch_size` tokens (>= 1) with the graph reused; 0 when nothing
     // was recorded.
     double seconds(int32_t batch_size) const;
@@ -219,19 +219,22 @@ DraftChoice choose_draft_lengths(const BatchCostCurve& verify, const BatchCostCu
                                  std::span<const DraftCandidate> candidates);
 
 // The price of a target-only step is the batch of one token per sequence, a size a speculating decoder never
-// sends: timed once at calibration, it goes stale, and a high first timing keeps the choice drafting where
-// speculation barely pays (55-65 ms against 38 ms measured on the grown Q4_K_M target, docs/cost-model.md).
-// So while that size is stale and the choice promises less than kMargin times target-only's rate, a
-// target-only step re-times it now and then, the interval doubling while the choice goes on drafting after
-// it (up to kMaxInterval steps) and resetting when the choice steps aside by itself.
+// sends: while the choice drafts, that price stays what it was when drafting began. A high timing then keeps the
+// choice drafting where speculation barely pays: a first timing at calibration (55-65 ms against 38 ms measured
+// on the grown Q4_K_M target), or a slow spell of the machine just before (the real pair drafted 36-47 steps at
+// break-even after target-only steps of 55-84 ms against 46-51: docs/cost-model.md). So while the choice promises
+// less than kMargin times target-only's rate, a target-only step re-times it after kFirstInterval drafted steps,
+// the interval doubling while the choice goes on drafting after it (up to kMaxInterval steps) and resetting when
+// the choice steps aside by itself. Not only once the price is stale: waiting for that made every such spell last
+// 48 steps.
 class TargetOnlyRetime {
 public:
-    static constexpr int32_t kFirstInterval = 16;
+    static constexpr int32_t kFirstInterval = 8;
     static constexpr int32_t kMaxInterval = 256;
     static constexpr double kMargin = 2.0;  // mispricings up to 1.7x were measured
 
     // Once per step the cost model chose lengths in: whether this step goes target-only to re-time.
-    bool due(const DraftChoice& chosen, const DraftChoice& target_only, bool target_only_stale);
+    bool due(const DraftChoice& chosen, const DraftChoice& target_only);
 
 private:
     int32_t steps_ = 0;

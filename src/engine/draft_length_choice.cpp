@@ -112,9 +112,10 @@ void SpeculativeDecoder::choose_draft_lengths_for(std::span<Sequence* const> act
     // Re-timing the target-only batch takes a step in which every sequence may go without drafts.
     const bool all_may_skip = std::all_of(candidates.begin(), candidates.end(),
                                           [](const DraftCandidate& c) { return c.min_length == 0; });
-    const bool stale = verify_costs_.stale(verify_micro_batches(candidates, no_drafts));
-    const bool retime = all_may_skip && target_only_retime_.due(choice, target_only, stale);
-    if (retime) choice = target_only;
+    if (all_may_skip && target_only_retime_.due(choice, target_only)) {
+        choice = target_only;
+        verify_costs_.expire(verify_micro_batches(candidates, no_drafts));
+    }
     if (step_cost_observer_) {
         step_cost_.predicted = true;
         step_cost_.predicted_seconds = choice.expected_seconds;

@@ -222,8 +222,6 @@ TEST(DraftLength, AStaleAverageIsReplacedByTheNextTiming) {
     while (curve.calls_since_measured(1) < BatchCostCurve::kStaleCalls) curve.record(4, 2.0);
     EXPECT_TRUE(curve.stale(1));
     EXPECT_FALSE(curve.stale(4));
-    const std::vector<int32_t> sizes = {4, 1};
-    EXPECT_TRUE(curve.stale(std::span<const int32_t>(sizes)));
     curve.record(1, 0.7);  // rebuilding after size 4: the fresh timing less the rebuild replaces 1.0
     EXPECT_DOUBLE_EQ(curve.seconds(1), 0.6);
     EXPECT_DOUBLE_EQ(curve.rebuild_seconds(), 0.1);
@@ -234,22 +232,29 @@ TEST(DraftLength, AStaleAverageIsReplacedByTheNextTiming) {
     EXPECT_EQ(curve.calls_since_measured(4), 2);
     curve.record_untimed();
     EXPECT_EQ(curve.calls_since_measured(1), 2) << "an untimed call ages every size";
+    const std::vector<int32_t> four = {4};
+    curve.expire(four);  // a re-timing step: its call rebuilds, and still replaces the average
+    EXPECT_TRUE(curve.stale(4));
+    curve.record(4, 2.6);
+    EXPECT_NEAR(curve.seconds(4), 2.5, 1e-12);
+    EXPECT_EQ(curve.calls_since_measured(4), 0);
 }
 
-TEST(DraftLength, TargetOnlyIsRetimedWhenStaleAndSpeculationGainsLittle) {
+// Re-timed after kFirstInterval drafted steps, however fresh the price was when drafting began (a slow spell
+// just before makes a fresh price a wrong one), then at doubling intervals; never when speculation gains a lot.
+TEST(DraftLength, TargetOnlyIsRetimedWhileSpeculationGainsLittle) {
     const DraftChoice target_only{{0}, 1.0, 1.0};  // 1 token a second
     const DraftChoice small_gain{{3}, 3.0, 2.0};   // 1.5
     const DraftChoice large_gain{{3}, 3.0, 1.0};   // 3: beyond kMargin
     TargetOnlyRetime retime;
-    for (int i = 0; i < 100; ++i) EXPECT_FALSE(retime.due(small_gain, target_only, /*stale=*/false));
-    for (int i = 0; i < 100; ++i) EXPECT_FALSE(retime.due(large_gain, target_only, true));
-    for (int i = 1; i < TargetOnlyRetime::kFirstInterval; ++i) EXPECT_FALSE(retime.due(small_gain, target_only, true)) << i;
-    EXPECT_TRUE(retime.due(small_gain, target_only, true));
-    for (int i = 1; i < 2 * TargetOnlyRetime::kFirstInterval; ++i) EXPECT_FALSE(retime.due(small_gain, target_only, true)) << i;
-    EXPECT_TRUE(retime.due(small_gain, target_only, true)) << "the interval doubles while the choice drafts";
-    EXPECT_FALSE(retime.due(target_only, target_only, true));  // the choice steps aside: the interval resets
-    for (int i = 1; i < TargetOnlyRetime::kFirstInterval; ++i) EXPECT_FALSE(retime.due(small_gain, target_only, true)) << i;
-    EXPECT_TRUE(retime.due(small_gain, target_only, true));
+    for (int i = 0; i < 100; ++i) EXPECT_FALSE(retime.due(large_gain, target_only));
+    for (int i = 1; i < TargetOnlyRetime::kFirstInterval; ++i) EXPECT_FALSE(retime.due(small_gain, target_only)) << i;
+    EXPECT_TRUE(retime.due(small_gain, target_only));
+    for (int i = 1; i < 2 * TargetOnlyRetime::kFirstInterval; ++i) EXPECT_FALSE(retime.due(small_gain, target_only)) << i;
+    EXPECT_TRUE(retime.due(small_gain, target_only)) << "the interval doubles while the choice drafts";
+    EXPECT_FALSE(retime.due(target_only, target_only));  // the choice steps aside: the interval resets
+    for (int i = 1; i < TargetOnlyRetime::kFirstInterval; ++i) EXPECT_FALSE(retime.due(small_gain, target_only)) << i;
+    EXPECT_TRUE(retime.due(small_gain, target_only));
 }
 
 TEST(DraftLength, AGraphRebuildKeepsTheLastLengthWhenOthersGainLess) {

@@ -288,10 +288,11 @@ TEST_F(DraftPolicyTest, StepCostObserverGetsThePredictionAndTheMeasureOfEverySte
     for (const StepCostRecord& step : steps) EXPECT_FALSE(step.predicted);
 }
 
-TEST_F(DraftPolicyTest, AStaleTargetOnlyPriceIsRetimedWhenSpeculationGainsLittle) {
+TEST_F(DraftPolicyTest, TheTargetOnlyPriceIsRetimedWhileSpeculationGainsLittle) {
     // t(b) = 10 + 10b ms, draft 0.5 ms a depth, γ ≤ 3: speculation promises at most 1.55x target-only's
-    // rate (under TargetOnlyRetime::kMargin), so Auto drafts every step; with the one-token price stale,
-    // its 16th step goes target-only to re-time it. The fake curve never updates: again 32 steps later.
+    // rate (under TargetOnlyRetime::kMargin), so Auto drafts every step; whether the one-token price is stale
+    // or fresh, its 8th step goes target-only to re-time it. The fake curve never updates: again 16, 32, 64 …
+    // drafted steps later.
     constexpr int32_t kLongerTokens = 230;
     for (const bool stale : {true, false}) {
         SpeculativeDecoder decoder(target, &draft, test_context());
@@ -314,13 +315,16 @@ TEST_F(DraftPolicyTest, AStaleTargetOnlyPriceIsRetimedWhenSpeculationGainsLittle
             EXPECT_DOUBLE_EQ(steps[i].predicted_seconds, steps[i].target_only_seconds) << "the step predicted is the one sent";
             EXPECT_DOUBLE_EQ(steps[i].predicted_tokens, 1.0);
         }
-        if (!stale) {
-            EXPECT_TRUE(target_only_steps.empty()) << "fresh prices: the choice drafts every step";
-            continue;
+        std::vector<size_t> expected;
+        for (size_t step = TargetOnlyRetime::kFirstInterval - 1, interval = 2 * TargetOnlyRetime::kFirstInterval;
+             step < steps.size(); step += interval, interval *= 2) {
+            expected.push_back(step);
         }
-        std::vector<size_t> expected = {15};
-        if (steps.size() > 48) expected.push_back(15 + 32);
-        EXPECT_EQ(target_only_steps, expected) << steps.size() << " steps";
+        ASSERT_GE(expected.size(), 3u) << steps.size() << " steps";
+        EXPECT_EQ(target_only_steps, expected) << (stale ? "stale" : "fresh") << ", " << steps.size() << " steps";
+        // The fake curve takes no timings, so the price a re-timing step expired stays stale (else its time would
+        // replace it: BatchCostCurve::expire).
+        EXPECT_TRUE(decoder.verify_costs().stale(1));
     }
 }
 
