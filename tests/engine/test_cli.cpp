@@ -75,8 +75,11 @@ TEST(Cli, GenerateWithoutModelUsesTheDefaultPair) {
     const std::string prompt_file = test::temp_path("word-prompt.txt");
     std::ofstream(prompt_file) << "Q: Dan has 5 piles with 27 leaves in each and 73 more. How many leaves does Dan have "
                                   "now?\nA:";
-    const test::CommandResult r =
-        test::run_command(test::kCli + " generate -f " + prompt_file + " -n 200 -t 1 --json");
+    // γ fixed: whether the automatic γ drafts depends on the step costs it times, which a loaded machine moves
+    // (a CI run under ctest -j 2 once drafted nothing); its speed on the default pair is benchmarked in
+    // the speed report (docs/speed.md), not asserted here.
+    const test::CommandResult r = test::run_command(test::kCli + " generate -f " + prompt_file +
+                                                    " -n 200 -t 1 --draft-policy fixed --json");
     ASSERT_EQ(r.exit_code, 0) << r.errors;
     const nlohmann::json out = nlohmann::json::parse(r.output);
     EXPECT_GT(out.at("stats").at("drafted").get<int>(), 0) << "the default draft was not used";
