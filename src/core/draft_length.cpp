@@ -276,20 +276,24 @@ bool TargetOnlyRetime::due(const DraftChoice& chosen, const DraftChoice& target_
     return true;
 }
 
-int32_t DraftProbe::adjust(int32_t chosen, int32_t max_length, double probe_cost) {
+int32_t DraftProbe::adjust(int32_t chosen, int32_t max_length, double probe_cost, double tokens_left) {
     probing_ = false;
     if (max_length <= 0) return chosen;
     if (chosen > 0) {
         idle_steps_ = 0;
+        drafted_ = true;
         if (++drafting_steps_ >= kFirstInterval) interval_ = kFirstInterval;
         return chosen;
     }
     drafting_steps_ = 0;
-    const double priced_interval = std::ceil(std::max(probe_cost, 0.0) / kMaxShare);
+    const double cost = std::max(probe_cost, 0.0);
+    const bool paid_up_front = !drafted_ && cost <= kMaxShare * tokens_left;
+    const double priced_interval = paid_up_front ? 0.0 : std::ceil(cost / kMaxShare);
     if (++idle_steps_ < std::max(double(interval_), priced_interval)) return 0;
     idle_steps_ = 0;
     interval_ = std::min(2 * interval_, kMaxInterval);
     probing_ = true;
+    drafted_ = true;
     return std::min(kProbeLength, max_length);
 }
 

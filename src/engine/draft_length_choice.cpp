@@ -124,8 +124,10 @@ void SpeculativeDecoder::choose_draft_lengths_for(std::span<Sequence* const> act
     }
     for (size_t s = 0; s < active.size(); ++s) {
         if (candidates[s].min_length == candidates[s].max_length) continue;
+        const Sequence& seq = *active[s];
         const double probe_cost = choice.lengths[s] == 0 ? probe_cost_in_steps(candidates[s]) : 0.0;
-        active[s]->gamma_ = probe_.adjust(choice.lengths[s], candidates[s].max_length, probe_cost);
+        const int64_t tokens_left = seq.options_.max_tokens - to_int(seq.result_.tokens.size());
+        active[s]->gamma_ = probe_.adjust(choice.lengths[s], candidates[s].max_length, probe_cost, double(tokens_left));
     }
 }
 

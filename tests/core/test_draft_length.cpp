@@ -63,7 +63,7 @@ TEST(DraftLength, DepthAcceptanceByHand) {
     EXPECT_DOUBLE_EQ(depth.rates(3)[2], AcceptanceEstimate::kDecoderPrior);
     depth.record(4, 2);  // depths 1, 2 kept, depth 3 rejected, depth 4 never judged
     const std::vector<double> r = depth.rates(5);
-    EXPECT_DOUBLE_EQ(r[0], (1.0 + 0.75 * 4) / (1.0 + 4));
+    EXPECT_DOUBLE_EQ(r[0], (1.0 + AcceptanceEstimate::kDecoderPrior * 4) / (1.0 + 4));
     EXPECT_DOUBLE_EQ(r[1], (1.0 + r[0] * 4) / (1.0 + 4));
     EXPECT_DOUBLE_EQ(r[2], (0.0 + r[1] * 4) / (1.0 + 4));
     EXPECT_DOUBLE_EQ(r[3], r[2]);  // no evidence: the depth before
@@ -399,6 +399,29 @@ TEST(DraftProbe, ProbesAreSpacedByTheirPrice) {
     DraftProbe free_probe;
     for (int i = 1; i < DraftProbe::kFirstInterval; ++i) EXPECT_EQ(free_probe.adjust(0, 16, 0.01), 0) << i;
     EXPECT_EQ(free_probe.adjust(0, 16, 0.01), DraftProbe::kProbeLength);  // a cheap probe keeps the schedule
+}
+
+// A decoder that never drafted pays its first probe from the answer's tokens left, when 3 % of them cover it;
+// after that (or with too few tokens left) probes are spaced by their price.
+TEST(DraftProbe, TheFirstProbeIsPaidFromTheTokensLeft) {
+    const double cost = 2.4;  // 80 steps' spacing
+    DraftProbe probe;
+    for (int i = 1; i < DraftProbe::kFirstInterval; ++i) EXPECT_EQ(probe.adjust(0, 16, cost, 200.0), 0) << i;
+    EXPECT_EQ(probe.adjust(0, 16, cost, 200.0), DraftProbe::kProbeLength);
+    int steps = 1;
+    while (probe.adjust(0, 16, cost, 200.0) == 0) ++steps;
+    EXPECT_EQ(steps, 80) << "the second probe is spaced by its price";
+
+    DraftProbe short_answer;  // 3 % of 60 tokens is 1.8 steps: less than the probe
+    steps = 1;
+    while (short_answer.adjust(0, 16, cost, 60.0) == 0) ++steps;
+    EXPECT_EQ(steps, 80);
+
+    DraftProbe drafted;  // a decoder that drafted has measured its pair
+    EXPECT_EQ(drafted.adjust(3, 16, cost, 200.0), 3);
+    steps = 1;
+    while (drafted.adjust(0, 16, cost, 200.0) == 0) ++steps;
+    EXPECT_EQ(steps, 80);
 }
 
 }  // namespace

@@ -81,15 +81,52 @@ TEST_F(DraftPolicyTest, MemoryBoundCostsDraftLongAndStayLossless) {
     EXPECT_GT(result.stats.mat(), 3.0);
 }
 
+TEST_F(DraftPolicyTest, AFreshDecodersFirstProbeIsPaidFromTheAnswersBudget) {
+    // The default pair's step costs at -t 1 on an AVX-512 EPYC, where a batch of 2 costs 2.6 times one token:
+    // at the decoder's prior acceptance no γ pays, and a γ-4 probe costs 2.4 target-only steps.
+    BatchCostCurve verify;
+    for (const auto [size, ms] : std::vector<std::pair<int32_t, double>>{
+             {1, 4.6}, {2, 12.0}, {4, 13.2}, {5, 14.7}, {8, 17.5}, {9, 18.6}, {16, 25.0}, {17, 26.0}}) {
+        verify.record(size, ms * 1e-3);
+        verify.record(size, ms * 1e-3);
+    }
+    const auto first_drafted_step = [&](int32_t max_tokens, GenerationResult& result) {
+        SpeculativeDecoder decoder(target, &draft, test_context());
+        decoder.set_step_costs(verify, linear_curve(0.06, 0.0), 0.0);
+        int32_t step = 0, first = -1;
+        decoder.set_step_cost_observer([&](const StepCostRecord& record) {
+            if (first < 0 && record.lengths[0] > 0) first = step;
+            ++step;
+        });
+        GenerationOptions options = automatic();
+        options.max_tokens = max_tokens;
+        result = decoder.generate("Once upon a time", options);
+        return first;
+    };
+    // 240 tokens: 3 % of them pay for the probe, so it comes after kFirstInterval steps (not ~80), and the
+    // draft, kept nearly always, is used from there on.
+    GenerationResult result;
+    EXPECT_EQ(first_drafted_step(240, result), DraftProbe::kFirstInterval - 1);
+    EXPECT_GT(result.stats.mat(), 2.0);
+    // 64 tokens: 3 % is 1.9 steps, less than the probe; it waits for its price's spacing, past the answer's end
+    // (only its last step may draft: γ 2 with 3 tokens left ends the answer in one call).
+    const int32_t first = first_drafted_step(64, result);
+    EXPECT_TRUE(first < 0 || first >= 60) << "drafted at step " << first;
+}
+
 TEST_F(DraftPolicyTest, ComputeBoundCostsDecodeTargetOnlyAndProbeAtTheirPrice) {
-    // t(b) = b ms, a free draft and a free catch-up: a probe of γ (a verify of γ + 1) costs γ target-only steps,
-    // so it comes after γ / DraftProbe::kMaxShare of them (134 for γ 4), not after 8 (3 % of decoding, not 40 %).
+    // t(b) = b ms, a free draft and a free catch-up: a probe of γ (a verify of γ + 1) costs γ target-only steps.
+    // The fresh decoder's first one is paid from the answer's 240 tokens (4 <= 3 % of 233 left), so it comes after
+    // 8 steps; the next ones after γ / DraftProbe::kMaxShare steps each (134 for γ 4), not after 8, 16, ... (3 % of
+    // decoding, not 40 %).
     std::vector<std::pair<int32_t, int32_t>> probes;
     const GenerationResult result = compute_bound_decode(linear_curve(0.0, 0.0), 0.0, &probes);
     std::cout << "[ probes   ] " << result.stats.target_calls << " target calls, " << result.stats.drafted << " drafted, "
               << result.stats.draft_prefilled_tokens << " prefilled by the draft\n";
     ASSERT_FALSE(probes.empty()) << "a sequence that stopped drafting is probed again";
-    EXPECT_EQ(probes.front(), std::make_pair(133, DraftProbe::kProbeLength)) << "the 134th step";
+    EXPECT_EQ(probes.front(), std::make_pair(DraftProbe::kFirstInterval - 1, DraftProbe::kProbeLength));
+    ASSERT_GE(probes.size(), 2u);
+    EXPECT_EQ(probes[1].first, probes[0].first + 134) << "the next after 134 target-only steps";
     int64_t drafted = 0;
     for (size_t i = 0; i < probes.size(); ++i) {
         const auto [step, length] = probes[i];
