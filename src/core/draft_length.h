@@ -247,11 +247,12 @@ private:
 // estimate, so a choice flipping between 0 and a break-even 1 never probes (it probed γ 4 every ~8 steps:
 // 5 % of decode on the Gemma pair). Probes are also spaced by their price: a probe costing c target-only
 // steps waits at least c / kMaxShare steps, so probes take at most kMaxShare of decoding on any CPU and
-// pair (a draft as costly as its target made them a quarter of it). Except the first: a decoder that has never
-// drafted knows nothing of its pair, and waiting c / kMaxShare steps for the first measurement left a short answer
-// target-only to its end (the default pair at -t 1 on an AVX-512 EPYC, where a probe costs 2.4 steps: due ~80 steps
-// into a ~110-token answer, and 1.5x faster once it drafts). So the first probe comes after kFirstInterval steps
-// when it costs at most kMaxShare of the tokens the answer may still decode (its -n): the same share, spent up front.
+// pair (a draft as costly as its target made them a quarter of it). Except a young decoder's: it knows little of
+// its pair, and waiting c / kMaxShare steps for a measurement left a short answer target-only to its end (the
+// default pair at -t 1 on an AVX-512 EPYC, where a probe costs 2.4 steps: due ~80 steps into a ~110-token answer,
+// and 1.5x faster once it drafts; and again after one early rejection). So a decoder's first probes follow the
+// interval alone (8, 16, ... steps) while they cost at most kMaxShare of the tokens the answer may still decode
+// (its -n) in all: the same share, spent up front, once in the decoder's life.
 class DraftProbe {
 public:
     static constexpr int32_t kFirstInterval = 8;
@@ -261,7 +262,7 @@ public:
 
     // Given the cost model's γ for this step, the γ to use (the probe's length when one is due).
     // `probe_cost`: a probe's extra time, in target-only steps (0: free); `tokens_left`: what the sequence may
-    // still decode (the first probe's budget).
+    // still decode (the budget of the probes paid up front).
     int32_t adjust(int32_t chosen, int32_t max_length, double probe_cost = 0.0, double tokens_left = 0.0);
     bool probing() const { return probing_; }
 
@@ -270,7 +271,7 @@ private:
     int32_t drafting_steps_ = 0;
     int32_t interval_ = kFirstInterval;
     bool probing_ = false;
-    bool drafted_ = false;  // any step drafted, chosen or probed
+    double paid_up_front_ = 0;  // target-only steps' worth of probes the decoder paid up front
 };
 
 }  // namespace klspec

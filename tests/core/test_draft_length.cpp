@@ -401,27 +401,23 @@ TEST(DraftProbe, ProbesAreSpacedByTheirPrice) {
     EXPECT_EQ(free_probe.adjust(0, 16, 0.01), DraftProbe::kProbeLength);  // a cheap probe keeps the schedule
 }
 
-// A decoder that never drafted pays its first probe from the answer's tokens left, when 3 % of them cover it;
-// after that (or with too few tokens left) probes are spaced by their price.
-TEST(DraftProbe, TheFirstProbeIsPaidFromTheTokensLeft) {
-    const double cost = 2.4;  // 80 steps' spacing
+// A young decoder's probes follow the interval alone (8, then 16 steps) while they cost at most 3 % of the
+// answer's tokens left in all; after that, or with too few tokens left, they are spaced by their price.
+TEST(DraftProbe, AYoungDecodersProbesArePaidFromTheTokensLeft) {
+    const double cost = 2.4;  // 80 steps' spacing; 3 % of 200 tokens pays for two
+    const auto steps_to_next_probe = [cost](DraftProbe& probe, double tokens_left) {
+        int steps = 1;
+        while (probe.adjust(0, 16, cost, tokens_left) == 0) ++steps;
+        return steps;
+    };
     DraftProbe probe;
-    for (int i = 1; i < DraftProbe::kFirstInterval; ++i) EXPECT_EQ(probe.adjust(0, 16, cost, 200.0), 0) << i;
-    EXPECT_EQ(probe.adjust(0, 16, cost, 200.0), DraftProbe::kProbeLength);
-    int steps = 1;
-    while (probe.adjust(0, 16, cost, 200.0) == 0) ++steps;
-    EXPECT_EQ(steps, 80) << "the second probe is spaced by its price";
+    EXPECT_EQ(steps_to_next_probe(probe, 200.0), DraftProbe::kFirstInterval);
+    EXPECT_EQ(steps_to_next_probe(probe, 200.0), 2 * DraftProbe::kFirstInterval);
+    EXPECT_EQ(steps_to_next_probe(probe, 200.0), 80) << "the budget is spent: spaced by the price";
+    EXPECT_EQ(steps_to_next_probe(probe, 200.0), 80) << "once in the decoder's life, not once an answer";
 
-    DraftProbe short_answer;  // 3 % of 60 tokens is 1.8 steps: less than the probe
-    steps = 1;
-    while (short_answer.adjust(0, 16, cost, 60.0) == 0) ++steps;
-    EXPECT_EQ(steps, 80);
-
-    DraftProbe drafted;  // a decoder that drafted has measured its pair
-    EXPECT_EQ(drafted.adjust(3, 16, cost, 200.0), 3);
-    steps = 1;
-    while (drafted.adjust(0, 16, cost, 200.0) == 0) ++steps;
-    EXPECT_EQ(steps, 80);
+    DraftProbe short_answer;  // 3 % of 60 tokens is 1.8 steps: less than one probe
+    EXPECT_EQ(steps_to_next_probe(short_answer, 60.0), 80);
 }
 
 }  // namespace
