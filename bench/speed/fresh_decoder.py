@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))  # bench/lib: bench_common
-from bench_common import DEFAULT_KLSPEC, ROOT, TESTBED_DRAFT, TESTBED_TARGET, cpu_header, run  # noqa: E402
+from bench_common import DEFAULT_KLSPEC, ROOT, TESTBED_DRAFT, TESTBED_TARGET, cpu_header, klspec_generate  # noqa: E402
 
 
 def settings(args):
@@ -36,8 +36,7 @@ def decode_pass(klspec, target, draft, prompts, threads, n, flags):
     """Sums over the prompts of one setting: emitted tokens, decode seconds, target calls, prompts that drafted."""
     emitted = seconds = calls = drafted_prompts = 0
     for prompt in prompts:
-        out = json.loads(run([klspec, "generate", "-m", target, "-md", draft, "-p", prompt, "-n", n, "-t", threads,
-                              "--json", *flags]).stdout)["stats"]
+        out = klspec_generate(klspec, target, prompt, ["-md", draft, "-n", n, "-t", threads, *flags])["stats"]
         emitted += out["emitted"]
         seconds += out["seconds"]["decode"]
         calls += out["target_calls"]
@@ -63,10 +62,11 @@ def main():
           f"interleaved passes\n")
     print("| -t | setting | decode tok/s | × target-only | MAT | prompts that drafted |")
     print("|---:|---|---:|---:|---:|---:|")
+    rows = settings(args)
     for threads in args.threads.split(","):
-        passes = {name: [] for name, _, _ in settings(args)}
+        passes = {name: [] for name, _, _ in rows}
         for round_index in range(args.rounds):
-            order = settings(args) if round_index % 2 == 0 else list(reversed(settings(args)))
+            order = rows if round_index % 2 == 0 else list(reversed(rows))
             for name, klspec, flags in order:
                 passes[name].append(decode_pass(klspec, target, draft, prompts, threads, args.n, flags))
                 print(f"  pass {round_index}, -t {threads}: {name} done", file=sys.stderr, flush=True)
