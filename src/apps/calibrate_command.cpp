@@ -40,8 +40,8 @@ std::pair<std::vector<PointSummary>, std::map<std::string, AccuracyLoss>> run_st
     run_sweep_points(*session.decoder, session.generation, problems, points, options.common.parallel, store,
                      [&](const SweepExample& example) { progress.update(++done, example.point); });
     progress.finish();
-    std::vector<PointSummary> summaries = summarize_sweep(points, store.examples());
-    write_sweep_summary(store.dir(), summaries);
+    std::vector<PointSummary> summaries = summarize_sweep(points, store.examples(), answer_kind(problems));
+    write_sweep_summary(store.dir(), summaries, answer_kind(problems));
     return {std::move(summaries), losses_against_vanilla(store.examples(), points, problems, measure)};
 }
 

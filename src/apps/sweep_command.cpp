@@ -25,6 +25,7 @@ struct SweepOptions {
     std::vector<std::string> rules;
     bool plots = true;
     bool summary_only = false;
+    bool rescore = false;
     bool json = false;
 };
 
@@ -51,10 +52,11 @@ CurvePlot accuracy_plot(const std::vector<PointSummary>& summaries, const std::s
 
 // Agreement with vanilla's scored answer (%) against MAT, one curve per rule, vanilla at 100 %; error bars: the
 // Wilson interval. What a rule changes, whatever the model's skill (a small model solves few problems).
-CurvePlot agreement_plot(const std::vector<PointSummary>& summaries, const std::string& dataset) {
+CurvePlot agreement_plot(const std::vector<PointSummary>& summaries, const std::string& dataset, AnswerKind kind) {
     const PointSummary& vanilla = summaries.front();
-    CurvePlot plot{fmt::format("{}: same answer as vanilla against mean accepted tokens", dataset),
-                   "MAT (tokens per target call)", "same answer as vanilla (%); bars: 95 % Wilson interval", {},
+    const std::string same = kind == AnswerKind::kTestOutcome ? "same test outcome as vanilla" : "same answer as vanilla";
+    CurvePlot plot{fmt::format("{}: {} against mean accepted tokens", dataset, same), "MAT (tokens per target call)",
+                   same + " (%); bars: 95 % Wilson interval", {},
                    {vanilla.totals.mat(), 100.0}, "vanilla"};
     for (const PointSummary& s : summaries) {
         if (s.rule == "vanilla" || !s.agreement_with_vanilla) continue;
@@ -68,7 +70,8 @@ CurvePlot agreement_plot(const std::vector<PointSummary>& summaries, const std::
     return plot;
 }
 
-void draw_plots(const std::vector<PointSummary>& summaries, const std::string& dir, const std::string& dataset) {
+void draw_plots(const std::vector<PointSummary>& summaries, const std::string& dir, const std::string& dataset,
+                AnswerKind kind) {
     if (summaries.size() < 2) return;  // vanilla alone: nothing to compare
     plot_curves(accuracy_plot(summaries, fmt::format("{}: accuracy against mean accepted tokens", dataset),
                               "MAT (tokens per target call)",
@@ -80,25 +83,32 @@ void draw_plots(const std::vector<PointSummary>& summaries, const std::string& d
                                   return v.tokens_per_second() > 0 ? s.tokens_per_second() / v.tokens_per_second() : 0.0;
                               }),
                 dir + "/accuracy_vs_speedup");
-    plot_curves(agreement_plot(summaries, dataset), dir + "/agreement_vs_mat");
+    plot_curves(agreement_plot(summaries, dataset, kind), dir + "/agreement_vs_mat");
 }
 
 // The summary, table and plots of what the store holds; --summary-only keeps the problems every point has
-// decoded (a sweep still running, or cut short), so that the points compare on the same problems.
+// decoded (a sweep still running, or cut short), so that the points compare on the same problems, and
+// --rescore scores them again with the current scorers.
 void report_sweep(const SweepOptions& options, const SweepStore& store, const std::vector<SweepPoint>& points,
-                  size_t problem_count) {
+                  std::span<const Problem> problems) {
     const SweepRunOptions& common = options.common;
-    const std::vector<SweepExample> examples =
+    std::vector<SweepExample> examples =
         options.summary_only ? examples_of_problems_every_point_has(store.examples(), points) : store.examples();
-    const std::vector<PointSummary> summaries = summarize_sweep(points, examples);
-    const std::string table = write_sweep_summary(common.out_dir, summaries);
+    if (options.rescore) {
+        ProgressLine progress("sweep: rescoring", examples.size(), "answers");
+        rescore_examples(examples, problems, [&](size_t scored) { progress.update(scored, ""); });
+        progress.finish();
+    }
+    const AnswerKind kind = answer_kind(problems);
+    const std::vector<PointSummary> summaries = summarize_sweep(points, examples, kind);
+    const std::string table = write_sweep_summary(common.out_dir, summaries, kind);
     if (options.plots)
-        draw_plots(summaries, common.out_dir, std::filesystem::path(common.dataset.name_or_path).stem().string());
+        draw_plots(summaries, common.out_dir, std::filesystem::path(common.dataset.name_or_path).stem().string(), kind);
     if (options.json) {
         std::ifstream in(common.out_dir + "/summary.json");
         std::cout << nlohmann::json::parse(in).dump() << "\n";
     } else {
-        std::cout << fmt::format("{} problems of {} ({}), {} points; results in {}\n\n", problem_count,
+        std::cout << fmt::format("{} problems of {} ({}), {} points; results in {}\n\n", problems.size(),
                                  common.dataset.name_or_path, common.dataset.split, points.size(), common.out_dir)
                   << table;
     }
@@ -111,7 +121,7 @@ void run_sweep(const SweepOptions& options) {
     if (options.summary_only) {
         // DIR's examples under the settings they were decoded with (its sweep.json): no model is loaded.
         const SweepStore store(common.out_dir, nlohmann::json::object(), SweepStore::Access::kReadOnly);
-        report_sweep(options, store, points, problems.size());
+        report_sweep(options, store, points, problems);
         return;
     }
     PromptFormat format;
@@ -132,7 +142,7 @@ void run_sweep(const SweepOptions& options) {
                          progress.update(++done, fmt::format("{} {}/{} correct", example.point, correct, decoded));
                      });
     progress.finish();
-    report_sweep(options, store, points, problems.size());
+    report_sweep(options, store, points, problems);
 }
 
 }  // namespace
@@ -156,6 +166,10 @@ void register_sweep_command(CLI::App& app) {
                   "Decode nothing and load no model: write the summary, table and plots of what DIR holds now (under "
                   "its own sweep.json's settings), over the problems every point has decoded (a sweep still running, "
                   "or cut short)");
+    cmd->add_flag("--rescore", options->rescore,
+                  "With --summary-only: score every stored answer again with the current scorers (code runs its tests "
+                  "again) before summarising; DIR's examples.jsonl keeps its verdicts")
+        ->needs("--summary-only");
     cmd->callback([options] { run_sweep(*options); });
 }
 

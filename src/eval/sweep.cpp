@@ -285,7 +285,35 @@ std::vector<SweepExample> examples_of_problems_every_point_has(const std::vector
     return kept;
 }
 
-std::vector<PointSummary> summarize_sweep(const std::vector<SweepPoint>& points, const std::vector<SweepExample>& examples) {
+AnswerKind answer_kind(std::span<const Problem> problems) {
+    const bool all_code = !problems.empty() && std::all_of(problems.begin(), problems.end(), [](const Problem& p) {
+        return p.code.has_value();
+    });
+    return all_code ? AnswerKind::kTestOutcome : AnswerKind::kScoredAnswer;
+}
+
+bool same_answer(const SweepExample& a, const SweepExample& b, AnswerKind kind) {
+    return kind == AnswerKind::kTestOutcome ? a.correct == b.correct : a.prediction == b.prediction;
+}
+
+void rescore_examples(std::vector<SweepExample>& examples, std::span<const Problem> problems,
+                      const std::function<void(size_t scored)>& on_scored) {
+    std::map<std::string, const Problem*> problem_of;
+    for (const Problem& p : problems) problem_of[p.id] = &p;
+    size_t scored = 0;
+    for (SweepExample& e : examples) {
+        const auto it = problem_of.find(e.id);
+        if (it == problem_of.end())
+            throw Error(fmt::format("sweep: cannot rescore {}'s answer to {}: the dataset has no such problem", e.point, e.id));
+        const ScoredOutput verdict = score_output(*it->second, e.output);
+        e.prediction = verdict.prediction.value_or("");
+        e.correct = verdict.correct;
+        if (on_scored) on_scored(++scored);
+    }
+}
+
+std::vector<PointSummary> summarize_sweep(const std::vector<SweepPoint>& points, const std::vector<SweepExample>& examples,
+                                          AnswerKind kind) {
     std::vector<PointSummary> summaries;
     std::map<std::string, size_t> index_of;
     for (const SweepPoint& p : points) {
@@ -321,7 +349,7 @@ std::vector<PointSummary> summarize_sweep(const std::vector<SweepPoint>& points,
         Paired& paired = pairs[e.point];
         paired.vanilla_correct.push_back(reference->second->correct);
         paired.correct.push_back(e.correct);
-        paired.same_answer += e.prediction == reference->second->prediction;
+        paired.same_answer += same_answer(e, *reference->second, kind);
     }
     for (const auto& [point, paired] : pairs) {
         PointSummary& summary = summaries[index_of.at(point)];
@@ -362,7 +390,7 @@ std::string judge_span_note(const fs::path& settings_path) {
 }
 }  // namespace
 
-std::string write_sweep_summary(const std::string& dir, const std::vector<PointSummary>& summaries) {
+std::string write_sweep_summary(const std::string& dir, const std::vector<PointSummary>& summaries, AnswerKind kind) {
     if (summaries.empty()) throw Error("sweep: nothing to summarise");
     const PointSummary& vanilla = summaries.front();
     const double vanilla_speed = vanilla.tokens_per_second();
@@ -376,8 +404,9 @@ std::string write_sweep_summary(const std::string& dir, const std::vector<PointS
            "acceptance,relaxed,emitted,target_calls,tokens_per_second,speedup,judge_share,agreement,agreement_low,"
            "agreement_high\n";
     table << "| rule | value | accuracy | Δ acc [95 % CI] | MAT | acceptance | relaxed | tokens/s | speedup | judge time "
-             "| same answer as vanilla [95 % CI] |\n"
-             "|---|---|---|---|---|---|---|---|---|---|---|\n";
+          << (kind == AnswerKind::kTestOutcome ? "| same test outcome as vanilla [95 % CI] |\n"
+                                               : "| same answer as vanilla [95 % CI] |\n")
+          << "|---|---|---|---|---|---|---|---|---|---|---|\n";
     for (const PointSummary& s : summaries) {
         const double change = s.accuracy() - vanilla.accuracy();
         // The interval of the paired change (−loss; 0 − x, as −0.0 would print "-0.0"); vanilla's is the point.

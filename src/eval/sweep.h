@@ -116,15 +116,30 @@ struct PointSummary {
     double judge_share() const { return wall_seconds > 0 ? totals.judge_seconds / wall_seconds : 0.0; }
 };
 
+// What "the same answer as vanilla" compares: a text benchmark's scored answer, or a code benchmark's test
+// outcome (pass or fail), since a failing program's prediction also says why it failed, which a rule may change
+// without changing the outcome.
+enum class AnswerKind { kScoredAnswer, kTestOutcome };
+AnswerKind answer_kind(std::span<const Problem> problems);  // kTestOutcome when every problem is a code problem
+bool same_answer(const SweepExample& a, const SweepExample& b, AnswerKind kind);
+
+// Scores every stored output again with its problem's current scorer (the scorers improve; the decoding stays):
+// each example's prediction and verdict are replaced. klspec::Error names an example whose problem is not in
+// `problems`. on_scored is called after each.
+void rescore_examples(std::vector<SweepExample>& examples, std::span<const Problem> problems,
+                      const std::function<void(size_t scored)>& on_scored = {});
+
 // One summary per point, in the points' order; vanilla's is first.
-std::vector<PointSummary> summarize_sweep(const std::vector<SweepPoint>& points, const std::vector<SweepExample>& examples);
+std::vector<PointSummary> summarize_sweep(const std::vector<SweepPoint>& points, const std::vector<SweepExample>& examples,
+                                          AnswerKind kind = AnswerKind::kScoredAnswer);
 
 // Per rule, its point with the highest MAT whose accuracy is at most `max_loss` (a fraction) below
 // vanilla's, if any: the paper's "best MAT at equal accuracy".
 std::map<std::string, const PointSummary*> best_within_loss(const std::vector<PointSummary>& summaries, double max_loss);
 
 // summary.json (each point's speedup and accuracy change over vanilla, and best_within_loss at 1 point),
-// summary.csv and table.md; returns the table to print.
-std::string write_sweep_summary(const std::string& dir, const std::vector<PointSummary>& summaries);
+// summary.csv and table.md; returns the table to print. `kind` names the agreement column.
+std::string write_sweep_summary(const std::string& dir, const std::vector<PointSummary>& summaries,
+                                AnswerKind kind = AnswerKind::kScoredAnswer);
 
 }  // namespace klspec

@@ -143,6 +143,32 @@ TEST(SweepCommand, RefusesOtherSettingsAndBadPoints) {
     }
 }
 
+// --rescore scores the stored texts again (a scorer fixed after the sweep ran) without touching the folder.
+TEST(SweepCommand, RescoringScoresTheStoredAnswersAgain) {
+    const std::string out = test::temp_path("sweep-rescore");
+    ASSERT_EQ(test::run_command(sweep_command(out, "--no-plots")).exit_code, 0);
+    const test::CommandResult fresh = test::run_command(sweep_command(out, "--no-plots --summary-only"));
+    ASSERT_EQ(fresh.exit_code, 0) << fresh.errors;
+    // Verdicts as a wrong scorer left them: every answer right.
+    std::string stale;
+    for (nlohmann::json row : read_jsonl(out + "/examples.jsonl")) {
+        row["correct"] = true;
+        row["prediction"] = "wrong scorer";
+        stale += row.dump() + "\n";
+    }
+    std::ofstream(out + "/examples.jsonl") << stale;
+    const test::CommandResult kept = test::run_command(sweep_command(out, "--no-plots --summary-only"));
+    EXPECT_NE(kept.output.find("| vanilla | — | 100.0 % |"), std::string::npos) << kept.output;
+    const test::CommandResult rescored = test::run_command(sweep_command(out, "--no-plots --summary-only --rescore"));
+    ASSERT_EQ(rescored.exit_code, 0) << rescored.errors;
+    EXPECT_EQ(rescored.output, fresh.output);
+    EXPECT_EQ(test::read_file(out + "/examples.jsonl"), stale);
+
+    const test::CommandResult decoding = test::run_command(sweep_command(out, "--no-plots --rescore"));
+    EXPECT_NE(decoding.exit_code, 0);
+    EXPECT_NE(decoding.errors.find("--rescore requires --summary-only"), std::string::npos) << decoding.errors;
+}
+
 TEST(SweepCommand, DrawsTheAccuracyAndAgreementPlots) {
     const std::string out = test::temp_path("sweep-plots");
     const test::CommandResult r = test::run_command(sweep_command(out));

@@ -263,6 +263,57 @@ TEST(SweepSummary, AgreementWithVanillaComparesPredictions) {
     EXPECT_NE(table.find("| 75.0 % [30.1, 95.4] |"), std::string::npos) << table;
 }
 
+// A code benchmark's prediction also says why a program failed ("fail: AssertionError", "fail: timeout"); its
+// agreement is about the test outcome, so two failing programs agree, and the column says so.
+TEST(SweepSummary, CodeAgreementComparesTestOutcomes) {
+    const std::vector<SweepPoint> points = parse_sweep_points({"kl:1"}, {});
+    std::vector<SweepExample> examples;
+    for (int i = 0; i < 4; ++i) {
+        SweepExample vanilla = example("vanilla", std::to_string(i), i == 3, 10, 5, 0.1);
+        SweepExample kl = example("kl:1", std::to_string(i), false, 10, 4, 0.1);
+        vanilla.prediction = i == 3 ? "pass" : "fail: AssertionError";
+        kl.prediction = i == 0 ? "fail: timeout" : "fail: AssertionError";  // only problem 3's outcome moves
+        examples.push_back(vanilla);
+        examples.push_back(kl);
+    }
+    const std::vector<PointSummary> by_outcome = summarize_sweep(points, examples, AnswerKind::kTestOutcome);
+    EXPECT_DOUBLE_EQ(by_outcome[1].agreement_with_vanilla->value, 0.75);
+    EXPECT_DOUBLE_EQ(summarize_sweep(points, examples)[1].agreement_with_vanilla->value, 0.5);  // by prediction
+    const std::string dir = test::temp_path("code-agreement");
+    std::filesystem::create_directories(dir);
+    EXPECT_NE(write_sweep_summary(dir, by_outcome, AnswerKind::kTestOutcome).find("same test outcome as vanilla"),
+              std::string::npos);
+
+    Problem code{"0", "q", std::nullopt, Scorer::Gsm8k, "", CodeTests{}};
+    Problem text{"0", "q", "1", Scorer::Gsm8k, ""};
+    EXPECT_EQ(answer_kind(std::vector<Problem>{code, code}), AnswerKind::kTestOutcome);
+    EXPECT_EQ(answer_kind(std::vector<Problem>{code, text}), AnswerKind::kScoredAnswer);
+    // calibrate --measure agreement charges a code problem by its outcome too.
+    std::vector<Problem> code_problems;
+    for (int i = 0; i < 4; ++i) code_problems.push_back({std::to_string(i), "q", std::nullopt, Scorer::Gsm8k, "", CodeTests{}});
+    EXPECT_DOUBLE_EQ(losses_against_vanilla(examples, points, code_problems, CalibrationMeasure::Agreement).at("kl:1").loss,
+                     0.25);
+}
+
+// Stored verdicts come from the scorer of their day; --rescore scores the stored text again.
+TEST(SweepSummary, RescoringReplacesStoredVerdictsWithTheCurrentScorers) {
+    std::vector<SweepExample> examples = {example("vanilla", "a", false, 10, 5, 0.1), example("kl:1", "a", true, 10, 4, 0.1)};
+    examples[0].output = "So she has 18 left. The answer is 18.";
+    examples[0].prediction = "";  // as an older scorer left it
+    examples[1].output = "The answer is 17.";
+    examples[1].prediction = "18";
+    const std::vector<Problem> problems = {{"a", "q", "18", Scorer::Gsm8k, ""}};
+    size_t calls = 0;
+    rescore_examples(examples, problems, [&](size_t scored) { calls = scored; });
+    EXPECT_EQ(calls, 2u);
+    EXPECT_TRUE(examples[0].correct);
+    EXPECT_EQ(examples[0].prediction, "18");
+    EXPECT_FALSE(examples[1].correct);
+    EXPECT_EQ(examples[1].prediction, "17");
+    std::vector<SweepExample> stray = {example("vanilla", "not in the dataset", true, 1, 1, 0.1)};
+    EXPECT_THROW(rescore_examples(stray, problems), Error);
+}
+
 TEST(SweepSummary, ACutSweepComparesOnTheProblemsEveryPointHas) {
     const std::vector<SweepPoint> points = parse_sweep_points({"kl:1"}, {});
     const std::vector<SweepExample> examples = {
