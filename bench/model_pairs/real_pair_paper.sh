@@ -16,6 +16,9 @@
 #   KLSPEC_STAGES="target-mbpp draft-mbpp" KLSPEC_ALONE_PARALLEL=4 …   runs those stages only, four problems at a time
 #   KLSPEC_RULES=kl:0.5,1 …   the sweeps' rules (default kl:0.5,1,2,4); a sweep rerun with more adds their points
 # Tables at any point, while a sweep still writes: the same klspec sweep command with --summary-only.
+#   KLSPEC_REPORT=1 …   decodes nothing: each sweep's table and plots (accuracy and agreement against MAT) over the
+#                    problems every point has, its answers scored again with the current scorers (--rescore), and
+#                    its vanilla answers compared with target-only's
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:-$HOME/.cache/klspec/real-pair-sweeps}
@@ -31,7 +34,7 @@ DECODE=(-t 2 -n 512 "${DATA[@]}")
 # row's attention across threads, not a batch's: docs/real-pair.md).
 ALONE_PARALLEL=(-np "${KLSPEC_ALONE_PARALLEL:-1}")
 PAIR_PARALLEL=(-np "${KLSPEC_PAIR_PARALLEL:-4}")
-SWEEP=(-m "$TARGET" -md "$DRAFT" "${DECODE[@]}" "${PAIR_PARALLEL[@]}" --draft-max 16 --no-plots --rules "${KLSPEC_RULES:-kl:0.5,1,2,4}")
+SWEEP=(-m "$TARGET" -md "$DRAFT" "${DECODE[@]}" "${PAIR_PARALLEL[@]}" --draft-max 16 --rules "${KLSPEC_RULES:-kl:0.5,1,2,4}")
 
 source bench/lib/stages.sh
 bench_alone() {  # bench_alone NAME MODEL DATASET [FLAGS]: klspec bench, resumed; its outputs and summary under OUT
@@ -40,12 +43,12 @@ bench_alone() {  # bench_alone NAME MODEL DATASET [FLAGS]: klspec bench, resumed
     > "$OUT/$name.json"
 }
 
-compare_with_target() {  # compare_with_target SWEEP_DIR: its vanilla answers against target-only's, where both ran
-  if [ ! -s "$OUT/target-humaneval.jsonl" ]; then  # the sweep's results stay; a rerun after that stage compares
-    echo "real_pair_paper.sh: no target-only answers to compare with; run KLSPEC_STAGES=target-humaneval first" >&2
+compare_with_target() {  # compare_with_target SWEEP_DIR TARGET_STAGE: its vanilla answers against target-only's
+  if [ ! -s "$OUT/$2.jsonl" ]; then  # the sweep's results stay; a rerun after that stage compares
+    echo "real_pair_paper.sh: no target-only answers to compare with; run KLSPEC_STAGES=$2 first" >&2
     return 1
   fi
-  python3 - "$OUT/target-humaneval.jsonl" "$1/examples.jsonl" <<'PY'
+  python3 - "$OUT/$2.jsonl" "$1/examples.jsonl" <<'PY'
 import json, sys
 alone = {row["id"]: row for row in map(json.loads, open(sys.argv[1]))}
 pair = {row["id"]: row for row in map(json.loads, open(sys.argv[2])) if row["point"] == "vanilla"}
@@ -56,12 +59,27 @@ print(f"vanilla γ 16 against target-only: {len(both) - len(differ)} of {len(bot
 PY
 }
 humaneval_sweep() {
-  "$KLSPEC" sweep "${SWEEP[@]}" --dataset humaneval --out "$OUT/humaneval-g16"
-  compare_with_target "$OUT/humaneval-g16"
+  "$KLSPEC" sweep "${SWEEP[@]}" --no-plots --dataset humaneval --out "$OUT/humaneval-g16"
+  compare_with_target "$OUT/humaneval-g16" target-humaneval
 }
+mbpp_sweep() {
+  "$KLSPEC" sweep "${SWEEP[@]}" --no-plots --dataset mbpp-plus --limit 200 --out "$OUT/mbpp-g16"
+  compare_with_target "$OUT/mbpp-g16" target-mbpp
+}
+if [ -n "${KLSPEC_REPORT:-}" ]; then
+  for sweep in "humaneval humaneval-g16 target-humaneval" "mbpp-plus mbpp-g16 target-mbpp"; do
+    read -r dataset dir alone <<< "$sweep"
+    [ -s "$OUT/$dir/examples.jsonl" ] || continue
+    echo "== $dir"
+    "$KLSPEC" sweep "${SWEEP[@]}" --dataset "$dataset" $([ "$dir" = mbpp-g16 ] && echo --limit 200) --out "$OUT/$dir" \
+      --summary-only --rescore
+    compare_with_target "$OUT/$dir" "$alone" || true
+  done
+  exit 0
+fi
 stage target-humaneval bench_alone target-humaneval "$TARGET" humaneval "${ALONE_PARALLEL[@]}"
 stage humaneval-g16 humaneval_sweep
 stage target-mbpp bench_alone target-mbpp "$TARGET" mbpp-plus "${ALONE_PARALLEL[@]}"
 stage draft-humaneval bench_alone draft-humaneval "$DRAFT" humaneval "${ALONE_PARALLEL[@]}"
 stage draft-mbpp bench_alone draft-mbpp "$DRAFT" mbpp-plus "${ALONE_PARALLEL[@]}"
-stage mbpp-g16 "$KLSPEC" sweep "${SWEEP[@]}" --dataset mbpp-plus --limit 200 --out "$OUT/mbpp-g16"
+stage mbpp-g16 mbpp_sweep
