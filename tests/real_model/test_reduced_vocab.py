@@ -85,6 +85,7 @@ def test_llama_cpp_loads_the_reduced_model(folder):
     ([0, 1, 600], "2", "distinct token ids below 512"),
     ([0, 1, 2], "4", "every N must be in 1..3"),
     ([0, 1, 2], "two", "is not a list of integers"),
+    ({"not": "a list"}, "1", "distinct token ids below 512"),
 ])
 def test_bad_rankings_and_sizes_are_one_line_errors(folder, ranking, sizes, message):
     done = write(folder, ranking, sizes)

@@ -49,10 +49,14 @@ def main():
     draft = Path(a.draft)
     if not draft.is_file():
         sys.exit(f"reduced_vocab: {draft}: no such file")
-    ranking = json.loads(Path(a.ranking).read_text())
+    try:
+        ranking = json.loads(Path(a.ranking).read_text())
+    except (OSError, ValueError) as e:
+        sys.exit(f"reduced_vocab: {a.ranking}: {e}")
     reader = gguf.GGUFReader(str(draft))
     vocab = len(reader.fields["tokenizer.ggml.tokens"].contents())
-    if sorted(set(ranking)) != sorted(ranking) or not all(0 <= t < vocab for t in ranking):
+    if (not isinstance(ranking, list) or not all(isinstance(t, int) and 0 <= t < vocab for t in ranking)
+            or len(set(ranking)) != len(ranking)):
         sys.exit(f"reduced_vocab: {a.ranking} must list distinct token ids below {vocab}")
     try:
         sizes = sorted({int(n) for n in a.sizes.split(",")})
