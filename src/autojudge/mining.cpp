@@ -5,8 +5,14 @@
 #include "core/distribution_stats.h"
 #include "core/error.h"
 #include "core/judged_position.h"
+#include "eval/problem_scoring.h"
 
 namespace klspec {
+
+std::optional<std::string> final_answer(const Problem& problem, std::string_view response) {
+    if (problem.code) return score_output(problem, response).correct ? "pass" : "fail";
+    return extract_answer(problem.scorer, response);
+}
 
 ProblemMining mine_problem(SpeculativeDecoder& decoder, const Problem& problem, const MiningOptions& options) {
     if (!decoder.has_draft()) throw Error("mining needs a draft model (-md)");
@@ -43,7 +49,7 @@ ProblemMining mine_problem(SpeculativeDecoder& decoder, const Problem& problem, 
         sequence.insert(sequence.end(), response.begin(), response.end());
     }
     const std::optional<std::string> answer =
-        extract_answer(problem.scorer, target.text(std::span(sequence).subspan(static_cast<size_t>(P))));
+        final_answer(problem, target.text(std::span(sequence).subspan(static_cast<size_t>(P))));
     // Outputs from the prompt's last row on: the prompt's rows would only feed the 262,144-row head of a
     // large vocabulary.
     ForwardResult draft_pass = decoder.forward(ModelRole::Draft, sequence, /*with_hidden=*/false, pass_id, P - 1);
@@ -78,8 +84,7 @@ ProblemMining mine_problem(SpeculativeDecoder& decoder, const Problem& problem, 
         m.draft_token = d;
         m.target_token = sequence[static_cast<size_t>(P + i)];
         m.answer = answer;
-        m.answer_after_swap =
-            extract_answer(problem.scorer, target.text(std::span(swapped).subspan(static_cast<size_t>(P))));
+        m.answer_after_swap = final_answer(problem, target.text(std::span(swapped).subspan(static_cast<size_t>(P))));
         m.important = m.answer_after_swap != answer;
         const std::span<const float> target_hidden = target_pass.hidden_row(P + i);
         const std::span<const float> draft_hidden = swapped_draft_pass.hidden_row(P + i);

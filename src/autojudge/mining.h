@@ -13,6 +13,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/judge_span.h"
@@ -55,6 +56,11 @@ struct ProblemMining {
     int32_t forward_passes = 0;           // teacher-forced passes (both models)
     int32_t continuations = 0;
 };
+
+// The final answer whose change makes a mismatch important: a text benchmark's extracted answer; a code
+// benchmark's test outcome, "pass" or "fail" (its tests run in the sandbox): why a failing program fails is no
+// answer, as the real-pair issue defines it for MBPP+.
+std::optional<std::string> final_answer(const Problem& problem, std::string_view response);
 
 // `decoder` must have a draft and hidden states (ContextOptions::hidden_states); it uses sequence id 0.
 ProblemMining mine_problem(SpeculativeDecoder& decoder, const Problem& problem, const MiningOptions& options);

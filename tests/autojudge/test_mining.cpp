@@ -108,6 +108,21 @@ TEST(Mining, LabelsMatchAnIndependentTargetOnlyReplay) {
 
 // Stories have no "The answer is": no swap can change the (absent) answer, so every swap is harmless and
 // adopted, and the final response is no longer the target's original greedy text.
+// On a code benchmark the answer is the test outcome: two programs failing for different reasons give the
+// same answer, so swapping one for the other is no important mismatch.
+TEST(Mining, ACodeProblemsAnswerIsItsTestOutcome) {
+    const std::string stub = "def f(x):\n    \"\"\"Twice x.\"\"\"\n";  // HumanEval's prompt: the program's head
+    Problem problem{"HumanEval/0", stub, std::nullopt, Scorer::Gsm8k, ""};
+    problem.code = CodeTests{CodeBenchmark::HumanEval, "f", "def check(candidate):\n    assert candidate(2) == 4\n", "",
+                             "", {}, stub};
+    EXPECT_EQ(final_answer(problem, "def f(x):\n    return 2 * x\n"), "pass");
+    EXPECT_EQ(final_answer(problem, "def f(x):\n    return 3 * x\n"), "fail");  // AssertionError
+    EXPECT_EQ(final_answer(problem, "def f(x):\n    return y\n"), "fail");      // NameError
+    EXPECT_EQ(final_answer(problem, ""), "fail");
+    const Problem word{"0", "q", "18", Scorer::Gsm8k, ""};
+    EXPECT_EQ(final_answer(word, "So 18. The answer is 18."), "18");
+}
+
 TEST(Mining, SwapsThatCannotChangeTheAnswerAreUnimportantAndAdopted) {
     const Model target(test::kTargetModel);
     const Model draft(test::kDraftQ4);
