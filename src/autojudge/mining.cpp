@@ -5,13 +5,17 @@
 #include "core/distribution_stats.h"
 #include "core/error.h"
 #include "core/judged_position.h"
+#include "core/text_stream.h"
 #include "eval/problem_scoring.h"
 
 namespace klspec {
 
-std::optional<std::string> final_answer(const Problem& problem, std::string_view response) {
-    if (problem.code) return score_output(problem, response).correct ? "pass" : "fail";
-    return extract_answer(problem.scorer, response);
+std::optional<std::string> final_answer(const Problem& problem, std::string_view response,
+                                        std::span<const std::string> stop_strings) {
+    TextStream answer(std::vector<std::string>(stop_strings.begin(), stop_strings.end()));
+    answer.append(response);
+    if (problem.code) return score_output(problem, answer.text()).correct ? "pass" : "fail";
+    return extract_answer(problem.scorer, answer.text());
 }
 
 ProblemMining mine_problem(SpeculativeDecoder& decoder, const Problem& problem, const MiningOptions& options) {
@@ -49,7 +53,7 @@ ProblemMining mine_problem(SpeculativeDecoder& decoder, const Problem& problem, 
         sequence.insert(sequence.end(), response.begin(), response.end());
     }
     const std::optional<std::string> answer =
-        final_answer(problem, target.text(std::span(sequence).subspan(static_cast<size_t>(P))));
+        final_answer(problem, target.text(std::span(sequence).subspan(static_cast<size_t>(P))), options.stop_strings);
     // Outputs from the prompt's last row on: the prompt's rows would only feed the 262,144-row head of a
     // large vocabulary.
     ForwardResult draft_pass = decoder.forward(ModelRole::Draft, sequence, /*with_hidden=*/false, pass_id, P - 1);
@@ -84,7 +88,8 @@ ProblemMining mine_problem(SpeculativeDecoder& decoder, const Problem& problem, 
         m.draft_token = d;
         m.target_token = sequence[static_cast<size_t>(P + i)];
         m.answer = answer;
-        m.answer_after_swap = final_answer(problem, target.text(std::span(swapped).subspan(static_cast<size_t>(P))));
+        m.answer_after_swap =
+            final_answer(problem, target.text(std::span(swapped).subspan(static_cast<size_t>(P))), options.stop_strings);
         m.important = m.answer_after_swap != answer;
         const std::span<const float> target_hidden = target_pass.hidden_row(P + i);
         const std::span<const float> draft_hidden = swapped_draft_pass.hidden_row(P + i);

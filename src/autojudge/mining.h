@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,10 +58,13 @@ struct ProblemMining {
     int32_t continuations = 0;
 };
 
-// The final answer whose change makes a mismatch important: a text benchmark's extracted answer; a code
-// benchmark's test outcome, "pass" or "fail" (its tests run in the sandbox): why a failing program fails is no
-// answer, as the real-pair issue defines it for MBPP+.
-std::optional<std::string> final_answer(const Problem& problem, std::string_view response);
+// The final answer whose change makes a mismatch important, of a response cut at its first stop string as a
+// decoded answer is (the tokens that completed one are in the response; left in, the closing fence of a chat
+// code answer made its program empty): a text benchmark's extracted answer; a code benchmark's test outcome,
+// "pass" or "fail" (its tests run in the sandbox): why a failing program fails is no answer, as the real-pair
+// issue defines it for MBPP+.
+std::optional<std::string> final_answer(const Problem& problem, std::string_view response,
+                                        std::span<const std::string> stop_strings = {});
 
 // `decoder` must have a draft and hidden states (ContextOptions::hidden_states); it uses sequence id 0.
 ProblemMining mine_problem(SpeculativeDecoder& decoder, const Problem& problem, const MiningOptions& options);

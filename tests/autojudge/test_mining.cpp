@@ -119,6 +119,10 @@ TEST(Mining, ACodeProblemsAnswerIsItsTestOutcome) {
     EXPECT_EQ(final_answer(problem, "def f(x):\n    return 3 * x\n"), "fail");  // AssertionError
     EXPECT_EQ(final_answer(problem, "def f(x):\n    return y\n"), "fail");      // NameError
     EXPECT_EQ(final_answer(problem, ""), "fail");
+    // A response holds the tokens that completed its stop string: the answer is read before it.
+    const std::vector<std::string> fence = {"\n```"};
+    EXPECT_EQ(final_answer(problem, "def f(x):\n    return 2 * x\n```\nprint(f(3))", fence), "pass");
+    EXPECT_EQ(final_answer(problem, "def f(x):\n    return 2 * x\n```", {}), "fail");  // uncut: an empty program
     const Problem word{"0", "q", "18", Scorer::Gsm8k, ""};
     EXPECT_EQ(final_answer(word, "So 18. The answer is 18."), "18");
 }
