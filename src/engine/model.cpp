@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstdio>
 #include <cstring>
+#include <stdexcept>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -192,8 +193,12 @@ std::vector<int32_t> Model::tokenize(const std::string& text, bool add_bos, bool
     // byte tokens, so on a negative count (the size needed) tokenize again with room for it.
     std::vector<llama_token> tokens(text.size() + 2);
     const auto run = [&] {
-        return llama_tokenize(vocab_, text.data(), static_cast<int32_t>(text.size()), tokens.data(),
-                              static_cast<int32_t>(tokens.size()), add_bos, parse_special);
+        try {
+            return llama_tokenize(vocab_, text.data(), static_cast<int32_t>(text.size()), tokens.data(),
+                                  static_cast<int32_t>(tokens.size()), add_bos, parse_special);
+        } catch (const std::out_of_range&) {  // llama.cpp looks a piece up that the vocabulary lacks (a cut one)
+            throw PromptError(fmt::format("{}: its vocabulary cannot spell the text (a piece it needs is missing)", path_));
+        }
     };
     int32_t n = run();
     if (n < 0) {

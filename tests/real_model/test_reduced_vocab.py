@@ -80,6 +80,14 @@ def test_llama_cpp_loads_the_reduced_model(folder):
     assert json.loads(run.stdout)["stats"]["emitted"] >= 1
 
 
+@pytest.mark.skipif(not os.environ.get("KLSPEC_CLI"), reason="KLSPEC_CLI (the klspec binary) is not set")
+def test_a_vocabulary_that_cannot_spell_the_prompt_is_a_one_line_error(reduced):
+    run = subprocess.run([os.environ["KLSPEC_CLI"], "generate", "-m", str(reduced[1]), "-p", "Once upon a time",
+                          "-n", "4", "-t", "1", "-c", "128"], capture_output=True, text=True)
+    assert run.returncode == 1
+    assert "its vocabulary cannot spell the text" in run.stderr and len(run.stderr.strip().splitlines()) == 1, run.stderr
+
+
 @pytest.mark.parametrize("ranking, sizes, message", [
     ([0, 1, 1], "2", "distinct token ids below 512"),
     ([0, 1, 600], "2", "distinct token ids below 512"),
