@@ -21,8 +21,9 @@ namespace klspec {
 std::pair<std::vector<Problem>, std::vector<Problem>> calibration_split(std::vector<Problem> problems, double share);
 
 // What a setting is charged for against vanilla. Accuracy: the paired accuracy loss. Agreement: the share
-// of problems whose scored answer (a code problem's test outcome) differs from vanilla's, with its Wilson interval; a model that solves
-// few problems loses no accuracy whatever a rule changes, while its answers still change.
+// of problems whose scored answer (a code problem's test outcome) differs from vanilla's, with its Wilson
+// interval; a model that solves few problems loses no accuracy whatever a rule changes, while its answers
+// still change.
 enum class CalibrationMeasure { Accuracy, Agreement };
 // "accuracy" or "agreement"; klspec::Error otherwise.
 CalibrationMeasure parse_calibration_measure(const std::string& name);
