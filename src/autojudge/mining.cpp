@@ -14,7 +14,8 @@ std::optional<std::string> final_answer(const Problem& problem, std::string_view
                                         std::span<const std::string> stop_strings) {
     TextStream answer(std::vector<std::string>(stop_strings.begin(), stop_strings.end()));
     answer.append(response);
-    if (problem.code) return score_output(problem, answer.text()).correct ? "pass" : "fail";
+    if (answer_kind(problem) == AnswerKind::kTestOutcome)
+        return score_output(problem, answer.text()).correct ? "pass" : "fail";
     return extract_answer(problem.scorer, answer.text());
 }
 

@@ -55,8 +55,7 @@ std::map<std::string, AccuracyLoss> losses_against_vanilla(const std::vector<Swe
         }
         size_t same = 0;
         for (size_t i = 0; i < candidate.size(); ++i)
-            same += same_answer(*candidate[i], *reference[i], problems[i].code ? AnswerKind::kTestOutcome
-                                                                                : AnswerKind::kScoredAnswer);
+            same += same_answer(*candidate[i], *reference[i], answer_kind(problems[i]));
         const Proportion agreement = wilson_proportion(same, candidate.size());
         losses[point.label()] = {1 - agreement.value, 1 - agreement.high, 1 - agreement.low, candidate.size()};
     }

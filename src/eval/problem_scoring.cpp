@@ -242,6 +242,10 @@ std::string extract_program(std::string_view output) {
     return std::string(last_block.value_or(output));
 }
 
+AnswerKind answer_kind(const Problem& problem) {
+    return problem.code ? AnswerKind::kTestOutcome : AnswerKind::kScoredAnswer;
+}
+
 ScoredOutput score_output(const Problem& problem, std::string_view output) {
     if (problem.code) return run_code_tests(problem, output);
     if (!problem.gold) throw Error(fmt::format("problem {} has no gold answer", problem.id));

@@ -19,6 +19,12 @@ struct ScoredOutput {
     bool correct = false;
 };
 
+// What "the same answer" compares for a problem: a text problem's scored answer, or a code problem's test
+// outcome (pass or fail), since a failing program's prediction also says why it failed, which a rule may change
+// without changing the outcome. Sweeps, calibration and mining all ask here.
+enum class AnswerKind { kScoredAnswer, kTestOutcome };
+AnswerKind answer_kind(const Problem& problem);
+
 // Text problems are scored against their gold answer; code problems run their tests in the sandbox
 // (docs/datasets.md, "Code benchmarks"). Throws klspec::Error when a text problem has no gold answer.
 ScoredOutput score_output(const Problem& problem, std::string_view output);

@@ -287,7 +287,7 @@ std::vector<SweepExample> examples_of_problems_every_point_has(const std::vector
 
 AnswerKind answer_kind(std::span<const Problem> problems) {
     const bool all_code = !problems.empty() && std::all_of(problems.begin(), problems.end(), [](const Problem& p) {
-        return p.code.has_value();
+        return answer_kind(p) == AnswerKind::kTestOutcome;
     });
     return all_code ? AnswerKind::kTestOutcome : AnswerKind::kScoredAnswer;
 }

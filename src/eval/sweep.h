@@ -26,6 +26,7 @@
 #include "core/stats.h"
 #include "engine/speculative_decoder.h"
 #include "eval/dataset.h"
+#include "eval/problem_scoring.h"
 
 namespace klspec {
 
@@ -116,11 +117,9 @@ struct PointSummary {
     double judge_share() const { return wall_seconds > 0 ? totals.judge_seconds / wall_seconds : 0.0; }
 };
 
-// What "the same answer as vanilla" compares: a text benchmark's scored answer, or a code benchmark's test
-// outcome (pass or fail), since a failing program's prediction also says why it failed, which a rule may change
-// without changing the outcome.
-enum class AnswerKind { kScoredAnswer, kTestOutcome };
-AnswerKind answer_kind(std::span<const Problem> problems);  // kTestOutcome when every problem is a code problem
+// What "the same answer as vanilla" compares over a benchmark (eval/problem_scoring.h): kTestOutcome when every
+// problem is a code problem.
+AnswerKind answer_kind(std::span<const Problem> problems);
 bool same_answer(const SweepExample& a, const SweepExample& b, AnswerKind kind);
 
 // Scores every stored output again with its problem's current scorer (the scorers improve; the decoding stays):
