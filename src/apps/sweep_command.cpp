@@ -108,8 +108,14 @@ void report_sweep(const SweepOptions& options, const SweepStore& store, const st
         std::ifstream in(common.out_dir + "/summary.json");
         std::cout << nlohmann::json::parse(in).dump() << "\n";
     } else {
-        std::cout << fmt::format("{} problems of {} ({}), {} points; results in {}\n\n", problems.size(),
-                                 common.dataset.name_or_path, common.dataset.split, points.size(), common.out_dir)
+        std::set<std::string> summarized;
+        for (const SweepExample& e : examples) summarized.insert(e.id);
+        const std::string count = summarized.size() < problems.size()
+                                      ? fmt::format("{} of {} problems (those every point has)", summarized.size(),
+                                                    problems.size())
+                                      : fmt::format("{} problems", problems.size());
+        std::cout << fmt::format("{} of {} ({}), {} points; results in {}\n\n", count, common.dataset.name_or_path,
+                                 common.dataset.split, points.size(), common.out_dir)
                   << table;
     }
 }
