@@ -11,13 +11,19 @@
 #   3. target-mbpp, draft-*   the same as 1 on all 399 MBPP+ problems (published 59.4), and the 0.5B draft
 #                    alone (published 61.6 and 43.7)
 #   4. mbpp-g16      the same as 2 on the first 200 MBPP+ problems
+#   5. calibrate-mbpp  klspec calibrate's τ for KL on 100 MBPP+ problems outside those 200 (half choose, half
+#                    check), accuracy loss within 1 %; calibrated-g16 adds that τ to both sweeps
+#   6. gsm8k-g16     across domains: vanilla and KL on 200 GSM8K problems (the seeded subset), γ 16
+#   7. rules-humaneval, rules-mbpp   the other rules of the table (KLSPEC_OTHER_RULES) added to both sweeps
+#   8. mine-mbpp, head, autojudge-g16   AutoJudge: mined on the 199 MBPP+ problems outside the sweep's 200 (an
+#                    answer is its test outcome; 10-20 hours on 2 cores), trained, then added to all three sweeps
 # Usage: bench/model_pairs/real_pair_paper.sh [OUT]   (default ~/.cache/klspec/real-pair-sweeps)
 #   nohup nice -n 5 bench/model_pairs/real_pair_paper.sh > ~/.cache/klspec/real-pair-paper.log 2>&1 &
 #   KLSPEC_STAGES="target-mbpp draft-mbpp" KLSPEC_ALONE_PARALLEL=4 …   runs those stages only, four problems at a time
 #   KLSPEC_RULES=kl:0.5,1 …   the sweeps' rules (default kl:0.5,1,2,4); a sweep rerun with more adds their points
 # Tables at any point, while a sweep still writes: the same klspec sweep command with --summary-only.
-#   KLSPEC_REPORT=1 …   decodes nothing: each sweep's table and plots (accuracy and agreement against MAT) over the
-#                    problems every point has, its answers scored again with the current scorers (--rescore), and
+#   KLSPEC_REPORT=1 …   decodes nothing: each sweep's table and plots (accuracy and agreement against MAT) of all its
+#                    points (KLSPEC_RULES: these only) over the problems every one of them has, its answers scored again with the current scorers (--rescore), and
 #                    its vanilla answers compared with target-only's
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -34,7 +40,14 @@ DECODE=(-t 2 -n 512 "${DATA[@]}")
 # row's attention across threads, not a batch's: docs/real-pair.md).
 ALONE_PARALLEL=(-np "${KLSPEC_ALONE_PARALLEL:-1}")
 PAIR_PARALLEL=(-np "${KLSPEC_PAIR_PARALLEL:-4}")
-SWEEP=(-m "$TARGET" -md "$DRAFT" "${DECODE[@]}" "${PAIR_PARALLEL[@]}" --draft-max 16 --rules "${KLSPEC_RULES:-kl:0.5,1,2,4}")
+PAIR=(-m "$TARGET" -md "$DRAFT" "${DECODE[@]}" "${PAIR_PARALLEL[@]}" --draft-max 16)
+SWEEP=("${PAIR[@]}" --rules "${KLSPEC_RULES:-kl:0.5,1,2,4}")
+# The test split's problems are MBPP+'s first 200; calibration and mining use the rest.
+MBPP_TEST=(--dataset mbpp-plus --limit 200)
+MBPP_OUTSIDE=(--dataset mbpp-plus --skip 200)
+GSM8K=(--dataset gsm8k --limit 200)
+CALIBRATION=$OUT/calibrate-mbpp
+HEAD=$OUT/autojudge-head-mbpp.json
 
 source bench/lib/stages.sh
 bench_alone() {  # bench_alone NAME MODEL DATASET [FLAGS]: klspec bench, resumed; its outputs and summary under OUT
@@ -63,18 +76,49 @@ humaneval_sweep() {
   compare_with_target "$OUT/humaneval-g16" target-humaneval
 }
 mbpp_sweep() {
-  "$KLSPEC" sweep "${SWEEP[@]}" --no-plots --dataset mbpp-plus --limit 200 --out "$OUT/mbpp-g16"
+  "$KLSPEC" sweep "${SWEEP[@]}" --no-plots "${MBPP_TEST[@]}" --out "$OUT/mbpp-g16"
   compare_with_target "$OUT/mbpp-g16" target-mbpp
 }
+add_rules() {  # add_rules RULES [SWEEP FLAGS]: these points added to both code sweeps (a sweep keeps its points)
+  local rules=$1; shift
+  "$KLSPEC" sweep "${PAIR[@]}" "$@" --rules $rules --no-plots --dataset humaneval --out "$OUT/humaneval-g16"
+  "$KLSPEC" sweep "${PAIR[@]}" "$@" --rules $rules --no-plots "${MBPP_TEST[@]}" --out "$OUT/mbpp-g16"
+}
+calibrated_rule() {  # the point calibrate chose, e.g. kl:0.25; empty before calibrate-mbpp or when no τ kept the budget
+  [ -s "$CALIBRATION/setting.json" ] || return 0
+  python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("chosen") or "")' "$CALIBRATION/setting.json"
+}
+calibrated_sweeps() {
+  local rule; rule=$(calibrated_rule)
+  if [ -z "$rule" ]; then
+    echo "real_pair_paper.sh: calibrate kept no τ within its budget ($CALIBRATION/setting.json); nothing to add"
+    return 0
+  fi
+  add_rules "$rule"
+}
+gsm8k_sweep() {  # vanilla and KL, and the calibrated τ when there is one
+  "$KLSPEC" sweep "${PAIR[@]}" "${GSM8K[@]}" --rules kl:0.5,1 $(calibrated_rule) --no-plots --out "$OUT/gsm8k-g16"
+}
+autojudge_sweeps() {  # the head's own threshold (recall 0.9 of important mismatches on its validation problems)
+  add_rules autojudge --judge-head "$HEAD"
+  "$KLSPEC" sweep "${PAIR[@]}" "${GSM8K[@]}" --judge-head "$HEAD" --rules autojudge --no-plots --out "$OUT/gsm8k-g16"
+}
 if [ -n "${KLSPEC_REPORT:-}" ]; then
-  for sweep in "humaneval humaneval-g16 target-humaneval" "mbpp-plus mbpp-g16 target-mbpp"; do
-    read -r dataset dir alone <<< "$sweep"
-    [ -s "$OUT/$dir/examples.jsonl" ] || continue
+  points_of() {  # every point a sweep holds but vanilla (the summary keeps the problems all of them have)
+    python3 -c 'import json, sys; print(" ".join(sorted({json.loads(l)["point"] for l in open(sys.argv[1])} - {"vanilla"})))' "$1"
+  }
+  report() {  # report DIR TARGET_STAGE DATASET FLAGS...
+    local dir=$1 alone=$2; shift 2
+    [ -s "$OUT/$dir/examples.jsonl" ] || return 0
     echo "== $dir"
-    "$KLSPEC" sweep "${SWEEP[@]}" --dataset "$dataset" $([ "$dir" = mbpp-g16 ] && echo --limit 200) --out "$OUT/$dir" \
-      --summary-only --rescore
-    compare_with_target "$OUT/$dir" "$alone" || true
-  done
+    local head=(); [ -s "$HEAD" ] && head=(--judge-head "$HEAD")
+    "$KLSPEC" sweep "${PAIR[@]}" "${head[@]}" --rules ${KLSPEC_RULES:-$(points_of "$OUT/$dir/examples.jsonl")} "$@" \
+      --out "$OUT/$dir" --summary-only --rescore
+    [ "$alone" = - ] || compare_with_target "$OUT/$dir" "$alone" || true
+  }
+  report humaneval-g16 target-humaneval --dataset humaneval
+  report mbpp-g16 target-mbpp "${MBPP_TEST[@]}"
+  report gsm8k-g16 - "${GSM8K[@]}"
   exit 0
 fi
 stage target-humaneval bench_alone target-humaneval "$TARGET" humaneval "${ALONE_PARALLEL[@]}"
@@ -83,3 +127,14 @@ stage target-mbpp bench_alone target-mbpp "$TARGET" mbpp-plus "${ALONE_PARALLEL[
 stage draft-humaneval bench_alone draft-humaneval "$DRAFT" humaneval "${ALONE_PARALLEL[@]}"
 stage draft-mbpp bench_alone draft-mbpp "$DRAFT" mbpp-plus "${ALONE_PARALLEL[@]}"
 stage mbpp-g16 mbpp_sweep
+stage calibrate-mbpp "$KLSPEC" calibrate "${PAIR[@]}" "${MBPP_OUTSIDE[@]}" --limit 100 --rule kl --values 0.1,0.25,0.5,1 \
+  --max-loss 1% --json --out "$CALIBRATION"
+stage calibrated-g16 calibrated_sweeps
+stage gsm8k-g16 gsm8k_sweep
+stage rules-humaneval "$KLSPEC" sweep "${PAIR[@]}" --rules ${KLSPEC_OTHER_RULES:-topk:2,4 target-entropy:1.5 \
+  draft-entropy:1 fsd:1 fly:0.5} --no-plots --dataset humaneval --out "$OUT/humaneval-g16"
+stage rules-mbpp "$KLSPEC" sweep "${PAIR[@]}" --rules ${KLSPEC_OTHER_RULES:-topk:2,4 target-entropy:1.5 \
+  draft-entropy:1 fsd:1 fly:0.5} --no-plots "${MBPP_TEST[@]}" --out "$OUT/mbpp-g16"
+stage mine-mbpp "$KLSPEC" mine -m "$TARGET" -md "$DRAFT" "${DECODE[@]}" "${MBPP_OUTSIDE[@]}" --out "$OUT/mine-mbpp"
+stage head "$KLSPEC" train-judge "$OUT/mine-mbpp" --out "$HEAD"
+stage autojudge-g16 autojudge_sweeps
