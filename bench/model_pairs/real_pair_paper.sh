@@ -24,7 +24,8 @@
 # Tables at any point, while a sweep still writes: the same klspec sweep command with --summary-only.
 #   KLSPEC_REPORT=1 …   decodes nothing: each sweep's table and plots (accuracy and agreement against MAT) of all its
 #                    points (KLSPEC_RULES: these only) over the problems every one of them has, its answers scored again with the current scorers (--rescore), and
-#                    its vanilla answers compared with target-only's
+#                    its vanilla answers compared with target-only's, then the two code sweeps pooled
+#                    (bench/model_pairs/pooled_sweeps.py)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:-$HOME/.cache/klspec/real-pair-sweeps}
@@ -119,6 +120,10 @@ if [ -n "${KLSPEC_REPORT:-}" ]; then
   report humaneval-g16 target-humaneval --dataset humaneval
   report mbpp-g16 target-mbpp "${MBPP_TEST[@]}"
   report gsm8k-g16 - "${GSM8K[@]}"
+  if [ -s "$OUT/humaneval-g16/summary.json" ] && [ -s "$OUT/mbpp-g16/summary.json" ]; then
+    echo "== HumanEval and MBPP+ together (the issue's KL bar: MAT >= 1.15x vanilla's, within 1 point, lower end >= -3)"
+    python3 bench/model_pairs/pooled_sweeps.py "$OUT/humaneval-g16/summary.json" "$OUT/mbpp-g16/summary.json"
+  fi
   exit 0
 fi
 stage target-humaneval bench_alone target-humaneval "$TARGET" humaneval "${ALONE_PARALLEL[@]}"
