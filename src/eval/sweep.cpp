@@ -187,10 +187,20 @@ SweepStore::SweepStore(const std::string& dir, const nlohmann::json& settings, A
         const nlohmann::json old = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
         if (old.is_discarded() || old.value("format", "") != kFormat)
             throw Error(fmt::format("{} is not a klspec sweep (format {})", settings_path.string(), kFormat));
-        for (const auto& [key, value] : stored.items())
-            if (old.value(key, nlohmann::json()) != value)
-                throw Error(fmt::format("{} holds a sweep with other settings ({}: {} there, {} now); use another --out",
-                                        dir, key, old.value(key, nlohmann::json()).dump(), value.dump()));
+        nlohmann::json updated = old;
+        for (const auto& [key, value] : stored.items()) {
+            const nlohmann::json there = old.value(key, nlohmann::json());
+            if (there == value) continue;
+            // Only AutoJudge points read the head, so a sweep run without one may add them later (its other points
+            // stay valid); a sweep that has a head keeps it.
+            if (key == "judge_head" && there == "") {
+                updated[key] = value;
+                continue;
+            }
+            throw Error(fmt::format("{} holds a sweep with other settings ({}: {} there, {} now); use another --out", dir,
+                                    key, there.dump(), value.dump()));
+        }
+        if (updated != old && access == Access::kResume) std::ofstream(settings_path) << updated.dump(2) << "\n";
     } else {
         std::ofstream(settings_path) << stored.dump(2) << "\n";
     }

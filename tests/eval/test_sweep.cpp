@@ -83,6 +83,18 @@ TEST(SweepStore, ReopensKeepingCompleteLinesAndRefusesOtherSettings) {
     }
 }
 
+// AutoJudge points can join a sweep of other rules: a sweep without a head takes one, then keeps it.
+TEST(SweepStore, ASweepWithoutAHeadTakesOneAndKeepsIt) {
+    const std::string dir = test::temp_path("store-head");
+    SweepStore(dir, {{"draft_max", 8}, {"judge_head", ""}}).append(example("kl:1", "0", true, 10, 5, 0.5));
+    SweepStore with_head(dir, {{"draft_max", 8}, {"judge_head", "head.json"}});
+    EXPECT_EQ(with_head.examples().size(), 1u);
+    EXPECT_NE(test::read_file(dir + "/sweep.json").find(R"("judge_head": "head.json")"), std::string::npos);
+    EXPECT_THROW(SweepStore(dir, {{"draft_max", 8}, {"judge_head", "other.json"}}), Error);
+    EXPECT_THROW(SweepStore(dir, {{"draft_max", 8}, {"judge_head", ""}}), Error);
+    EXPECT_THROW(SweepStore(dir, {{"draft_max", 4}, {"judge_head", "head.json"}}), Error);
+}
+
 // --summary-only reads a sweep that may still be appending: opened read-only, the store must leave the file
 // exactly as it is (the sweep's half-written line included) and refuse to append.
 TEST(SweepStore, ReadOnlyLeavesARunningSweepsFileAlone) {
