@@ -22,10 +22,10 @@
 #   KLSPEC_STAGES="target-mbpp draft-mbpp" KLSPEC_ALONE_PARALLEL=4 …   runs those stages only, four problems at a time
 #   KLSPEC_RULES=kl:0.5,1 …   the sweeps' rules (default kl:0.5,1,2,4); a sweep rerun with more adds their points
 # Tables at any point, while a sweep still writes: the same klspec sweep command with --summary-only.
-#   KLSPEC_REPORT=1 …   decodes nothing: each sweep's table and plots (accuracy and agreement against MAT) of all its
-#                    points (KLSPEC_RULES: these only) over the problems every one of them has, its answers scored again with the current scorers (--rescore), and
-#                    its vanilla answers compared with target-only's, then the two code sweeps pooled
-#                    (bench/model_pairs/pooled_sweeps.py)
+#   KLSPEC_REPORT=1 …   decodes nothing: each sweep's table and plots (accuracy and agreement against MAT) of all
+#                    its points (KLSPEC_RULES: these only) over the problems every one of them has, its answers
+#                    scored again with the current scorers (--rescore), its vanilla answers compared with
+#                    target-only's, then the two code sweeps pooled (bench/model_pairs/pooled_sweeps.py)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:-$HOME/.cache/klspec/real-pair-sweeps}
@@ -49,6 +49,7 @@ MBPP_OUTSIDE=(--dataset mbpp-plus --skip 200)
 GSM8K=(--dataset gsm8k --limit 200)
 CALIBRATION=$OUT/calibrate-mbpp
 HEAD=$OUT/autojudge-head-mbpp.json
+OTHER_RULES=${KLSPEC_OTHER_RULES:-topk:2,4 target-entropy:1.5 draft-entropy:1 fsd:1 fly:0.5}
 
 source bench/lib/stages.sh
 bench_alone() {  # bench_alone NAME MODEL DATASET [FLAGS]: klspec bench, resumed; its outputs and summary under OUT
@@ -80,11 +81,13 @@ mbpp_sweep() {
   "$KLSPEC" sweep "${SWEEP[@]}" --no-plots "${MBPP_TEST[@]}" --out "$OUT/mbpp-g16"
   compare_with_target "$OUT/mbpp-g16" target-mbpp
 }
-add_rules() {  # add_rules RULES [SWEEP FLAGS]: these points added to both code sweeps (a sweep keeps its points)
-  local rules=$1; shift
-  "$KLSPEC" sweep "${PAIR[@]}" "$@" --rules $rules --no-plots --dataset humaneval --out "$OUT/humaneval-g16"
-  "$KLSPEC" sweep "${PAIR[@]}" "$@" --rules $rules --no-plots "${MBPP_TEST[@]}" --out "$OUT/mbpp-g16"
+humaneval_points() {  # humaneval_points RULES [FLAGS]: these points added to the HumanEval sweep (it keeps its own)
+  "$KLSPEC" sweep "${PAIR[@]}" "${@:2}" --rules $1 --no-plots --dataset humaneval --out "$OUT/humaneval-g16"
 }
+mbpp_points() {
+  "$KLSPEC" sweep "${PAIR[@]}" "${@:2}" --rules $1 --no-plots "${MBPP_TEST[@]}" --out "$OUT/mbpp-g16"
+}
+add_rules() { humaneval_points "$@" && mbpp_points "$@"; }
 calibrated_rule() {  # the point calibrate chose, e.g. kl:0.25; empty before calibrate-mbpp or when no τ kept the budget
   [ -s "$CALIBRATION/setting.json" ] || return 0
   python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("chosen") or "")' "$CALIBRATION/setting.json"
@@ -100,7 +103,7 @@ calibrated_sweeps() {
 gsm8k_sweep() {  # vanilla and KL, and the calibrated τ when there is one
   "$KLSPEC" sweep "${PAIR[@]}" "${GSM8K[@]}" --rules kl:0.5,1 $(calibrated_rule) --no-plots --out "$OUT/gsm8k-g16"
 }
-autojudge_sweeps() {  # the head's own threshold (recall 0.9 of important mismatches on its validation problems)
+autojudge_sweeps() {  # at the head's own threshold; a sweep run without a head takes one (SweepStore)
   add_rules autojudge --judge-head "$HEAD"
   "$KLSPEC" sweep "${PAIR[@]}" "${GSM8K[@]}" --judge-head "$HEAD" --rules autojudge --no-plots --out "$OUT/gsm8k-g16"
 }
@@ -136,10 +139,8 @@ stage calibrate-mbpp "$KLSPEC" calibrate "${PAIR[@]}" "${MBPP_OUTSIDE[@]}" --lim
   --max-loss 1% --json --out "$CALIBRATION"
 stage calibrated-g16 calibrated_sweeps
 stage gsm8k-g16 gsm8k_sweep
-stage rules-humaneval "$KLSPEC" sweep "${PAIR[@]}" --rules ${KLSPEC_OTHER_RULES:-topk:2,4 target-entropy:1.5 \
-  draft-entropy:1 fsd:1 fly:0.5} --no-plots --dataset humaneval --out "$OUT/humaneval-g16"
-stage rules-mbpp "$KLSPEC" sweep "${PAIR[@]}" --rules ${KLSPEC_OTHER_RULES:-topk:2,4 target-entropy:1.5 \
-  draft-entropy:1 fsd:1 fly:0.5} --no-plots "${MBPP_TEST[@]}" --out "$OUT/mbpp-g16"
+stage rules-humaneval humaneval_points "$OTHER_RULES"
+stage rules-mbpp mbpp_points "$OTHER_RULES"
 stage mine-mbpp "$KLSPEC" mine -m "$TARGET" -md "$DRAFT" "${DECODE[@]}" "${MBPP_OUTSIDE[@]}" --out "$OUT/mine-mbpp"
 stage head "$KLSPEC" train-judge "$OUT/mine-mbpp" --out "$HEAD"
 stage autojudge-g16 autojudge_sweeps
