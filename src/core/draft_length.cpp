@@ -49,7 +49,10 @@ void BatchCostCurve::record(int32_t batch_size, double seconds) {
     previous_rebuilt_seconds_ = reused ? std::nullopt : std::optional<double>(seconds);
     const auto it = mean_.find(batch_size);
     if (it == mean_.end() || was_stale) {
-        mean_[batch_size] = reused ? seconds : std::max(seconds - rebuild_seconds(), 0.0);
+        // A rebuilding call's own cost is what the rebuild price leaves, but that price is an average over other
+        // calls: half the call at least stays the size's, so that a noisy price never makes a size look free (a
+        // loaded machine timed target-only steps at 0 s until a call that reused the graph re-timed them).
+        mean_[batch_size] = reused ? seconds : std::max(seconds - rebuild_seconds(), seconds / 2);
         if (reused) {
             provisional_.erase(batch_size);
         } else {

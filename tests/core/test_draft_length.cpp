@@ -178,6 +178,16 @@ TEST(DraftLength, CurveInterpolatesExtrapolatesAndAverages) {
     EXPECT_EQ(curve.points().size(), 3u);
 }
 
+TEST(DraftLength, ANoisyRebuildPriceNeverMakesANewSizeFree) {
+    BatchCostCurve curve;
+    curve.record(2, 0.010);
+    curve.record(2, 0.002);  // the rebuild priced at 0.008
+    curve.record(1, 0.005);  // a new size, rebuilding, faster than that price: half of it stays the size's
+    EXPECT_DOUBLE_EQ(curve.seconds(1), 0.0025);
+    curve.record(1, 0.0015);  // reusing the graph: the size's own time replaces the provisional one
+    EXPECT_DOUBLE_EQ(curve.seconds(1), 0.0015);
+}
+
 TEST(DraftLength, CurveChargesAGraphRebuildWhenTheSizeChanges) {
     BatchCostCurve curve;
     curve.record(4, 3.0);  // builds the graph: provisional
