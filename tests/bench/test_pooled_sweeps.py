@@ -5,6 +5,7 @@
 import json
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -53,13 +54,16 @@ def test_refuses_points_over_other_problems_than_vanilla():
         pooled_sweeps.pool([A, partial])
 
 
-def test_command_prints_the_table_and_fails_in_one_line_on_a_missing_file(tmp_path):
-    paths = []
-    for name, summary in (("a", A), ("b", B)):
-        paths.append(tmp_path / f"{name}.json")
-        paths[-1].write_text(json.dumps(summary))
-    out = subprocess.run([sys.executable, SCRIPT, *map(str, paths)], capture_output=True, text=True, check=True).stdout
-    assert "| kl:1 | 40 | 23 (57.5 %) | +5.0 [-4.0, +14.0] | 9.60 | 1.44× | not met |" in out
-    bad = subprocess.run([sys.executable, SCRIPT, str(tmp_path / "none.json")], capture_output=True, text=True)
+def test_command_prints_the_table_and_fails_in_one_line_on_a_missing_file():
+    # A directory of its own, removed afterwards (pytest's tmp_path keeps its last runs under /tmp).
+    with tempfile.TemporaryDirectory(prefix="klspec-pooled-") as tmp:
+        paths = []
+        for name, summary in (("a", A), ("b", B)):
+            paths.append(Path(tmp) / f"{name}.json")
+            paths[-1].write_text(json.dumps(summary))
+        out = subprocess.run([sys.executable, SCRIPT, *map(str, paths)], capture_output=True, text=True,
+                             check=True).stdout
+        assert "| kl:1 | 40 | 23 (57.5 %) | +5.0 [-4.0, +14.0] | 9.60 | 1.44× | not met |" in out
+        bad = subprocess.run([sys.executable, SCRIPT, str(Path(tmp) / "none.json")], capture_output=True, text=True)
     assert bad.returncode != 0
     assert bad.stderr.startswith("pooled_sweeps.py: ") and bad.stderr.count("\n") == 1
