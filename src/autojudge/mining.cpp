@@ -27,7 +27,9 @@ ProblemMining mine_problem(SpeculativeDecoder& decoder, const Problem& problem, 
     generation.sampling.seed = options.seed;
     // Every continuation shares the prompt and part of the response with the one before: sequence id 0
     // keeps its cells for the next, and the teacher-forced passes run on the last id (with one id they
-    // overwrite them, and each continuation prefills the prompt again).
+    // overwrite them, and each continuation prefills the prompt again). The passes start from a copy of id
+    // 0's cells, which hold the continuation just decoded: they compute only what follows the swap (mining
+    // an MBPP+ problem took half its time recomputing the target's prompt and response for two rows).
     generation.cache_prompt = true;
     generation.stop_strings = options.stop_strings;
     const int32_t pass_id = decoder.n_sequences() - 1;
@@ -57,7 +59,7 @@ ProblemMining mine_problem(SpeculativeDecoder& decoder, const Problem& problem, 
         final_answer(problem, target.text(std::span(sequence).subspan(static_cast<size_t>(P))), options.stop_strings);
     // Outputs from the prompt's last row on: the prompt's rows would only feed the 262,144-row head of a
     // large vocabulary.
-    ForwardResult draft_pass = decoder.forward(ModelRole::Draft, sequence, /*with_hidden=*/false, pass_id, P - 1);
+    ForwardResult draft_pass = decoder.forward(ModelRole::Draft, sequence, /*with_hidden=*/false, pass_id, P - 1, 0);
     ++mining.forward_passes;
 
     SpanTracker span(options.span);
@@ -78,9 +80,9 @@ ProblemMining mine_problem(SpeculativeDecoder& decoder, const Problem& problem, 
         // The target's two rows (p_i and the hidden state after d) need nothing after d; the draft's rows
         // from p_i on become the draft pass of the response if the swap is kept.
         const ForwardResult target_pass = decoder.forward(ModelRole::Target, std::span(swapped).first(size_t(P + i + 1)),
-                                                          /*with_hidden=*/true, pass_id, P + i - 1);
+                                                          /*with_hidden=*/true, pass_id, P + i - 1, 0);
         ForwardResult swapped_draft_pass =
-            decoder.forward(ModelRole::Draft, swapped, /*with_hidden=*/true, pass_id, P + i - 1);
+            decoder.forward(ModelRole::Draft, swapped, /*with_hidden=*/true, pass_id, P + i - 1, 0);
         mining.forward_passes += 2;
 
         MinedMismatch m;

@@ -144,6 +144,13 @@ void ModelContext::truncate(int32_t sequence_id, int32_t n_keep) {
     llama_memory_seq_rm(llama_get_memory(ctx_), sequence_id, n_keep, -1);
 }
 
+void ModelContext::copy_prefix(int32_t from, int32_t to, int32_t n) {
+    // One KV stream per sequence: llama.cpp copies a whole stream (at the next decode), then the rest goes.
+    llama_memory_t memory = llama_get_memory(ctx_);
+    llama_memory_seq_cp(memory, from, to, -1, -1);
+    llama_memory_seq_rm(memory, to, n, -1);
+}
+
 void ModelContext::shift_left(int32_t sequence_id, int32_t from, int32_t n, int32_t to) {
     llama_memory_t memory = llama_get_memory(ctx_);
     llama_memory_seq_rm(memory, sequence_id, to, from);

@@ -69,6 +69,8 @@ public:
     std::span<const float> hidden_state(int32_t row) const;
     // Forgets the sequence's cached positions >= n_keep (all of them for n_keep = 0).
     void truncate(int32_t sequence_id, int32_t n_keep);
+    // Sequence `to` gets a copy of the cells of positions [0, n) of sequence `from` (what `to` held is dropped).
+    void copy_prefix(int32_t from, int32_t to, int32_t n);
     // Moves the cells of positions [from, from + n) to [to, to + n), to <= from, dropping what lay between
     // (llama.cpp re-rotates their keys: a KV shift). Only where can_shift().
     void shift_left(int32_t sequence_id, int32_t from, int32_t n, int32_t to);

@@ -365,7 +365,7 @@ std::span<const float> ForwardResult::row_of(const std::vector<float>& rows, int
 }
 
 ForwardResult SpeculativeDecoder::forward(ModelRole role, std::span<const int32_t> tokens, bool with_hidden,
-                                          int32_t id, int32_t first_row) {
+                                          int32_t id, int32_t first_row, std::optional<int32_t> cells_from) {
     ModelContext* ctx = role == ModelRole::Target ? &target_ctx_ : draft_ctx_.get();
     if (ctx == nullptr) throw Error("forward: the decoder has no draft model");
     if (to_int(tokens.size()) > ctx->n_ctx())
@@ -386,17 +386,25 @@ ForwardResult SpeculativeDecoder::forward(ModelRole role, std::span<const int32_
             const std::span<const float> hidden = ctx->hidden_state(row);
             result.hidden.insert(result.hidden.end(), hidden.begin(), hidden.end());
         }
-    }, static_cast<size_t>(first_row));
+    }, static_cast<size_t>(first_row), /*keep_cells=*/false, cells_from);
     return result;
 }
 
 void SpeculativeDecoder::teacher_forced(ModelContext& ctx, int32_t id, std::span<const int32_t> tokens,
                                         const std::function<void(size_t index, int32_t row)>& on_row,
-                                        size_t first_output, bool keep_cells) {
+                                        size_t first_output, bool keep_cells, std::optional<int32_t> cells_from) {
     ctx.truncate(id, 0);
     KeptCells& kept = kept_.at(static_cast<size_t>(id));
     kept = {};  // whatever the id kept is overwritten
-    ctx.forward_rows(id, tokens, 0, on_row, first_output);
+    size_t shared = 0;
+    if (cells_from && *cells_from != id) {
+        const KeptCells& source = kept_.at(static_cast<size_t>(*cells_from));
+        const size_t valid = &ctx == &target_ctx_ ? source.tokens.size() : static_cast<size_t>(source.draft);
+        shared = std::min(static_cast<size_t>(common_prefix(std::span(source.tokens).first(valid), tokens)), first_output);
+        if (shared > 0) ctx.copy_prefix(*cells_from, id, to_int(shared));
+    }
+    ctx.forward_rows(id, tokens.subspan(shared), to_int(shared),
+                     [&](size_t index, int32_t row) { on_row(shared + index, row); }, first_output - shared);
     if (keep_cells) kept.tokens.assign(tokens.begin(), tokens.end());
     else ctx.truncate(id, 0);
 }

@@ -216,8 +216,12 @@ public:
     // from position 0, chunked by the batch size, using sequence id `id` (its cache is overwritten). Only the
     // rows from first_row on are output: the rows before it skip the output head, which on a large
     // vocabulary costs more than the layers (262,144 rows: a long prompt's logits would be gigabytes).
+    // With `cells_from`, another id whose cells a finished cache_prompt sequence kept: the prefix those cells
+    // share with tokens[0, first_row) is copied, not computed again (AutoJudge mining's passes over the
+    // continuation just decoded). The rows then come from cells decoded in other batches, which on a CPU
+    // can differ from a fresh pass in the last bits (as a decode step's rows do).
     ForwardResult forward(ModelRole role, std::span<const int32_t> tokens, bool with_hidden, int32_t id = 0,
-                          int32_t first_row = 0);
+                          int32_t first_row = 0, std::optional<int32_t> cells_from = std::nullopt);
     // The target's teacher-forced log-probability of each of tokens[1..] given the tokens before it, with
     // the n_top most likely alternatives (OpenAI's echoed prompt logprobs; tokens[0] has none): one pass
     // on sequence id `id`, holding one chunk's logits at a time. The id's cache then holds `tokens`, kept as a
@@ -271,9 +275,11 @@ private:
     // A teacher-forced pass over `tokens` from position 0 on sequence id `id` of `ctx` (what the id kept is
     // dropped; its cells are freed afterwards), on_row as ModelContext::forward_rows.
     // keep_cells (the target's context only): the tokens' cells stay, as the id's kept prompt.
+    // cells_from: start from the cells that id kept in `ctx`, for the prefix they share with the tokens
+    // before first_output (forward()).
     void teacher_forced(ModelContext& ctx, int32_t id, std::span<const int32_t> tokens,
                         const std::function<void(size_t index, int32_t row)>& on_row, size_t first_output = 0,
-                        bool keep_cells = false);
+                        bool keep_cells = false, std::optional<int32_t> cells_from = std::nullopt);
     // How many leading tokens of `prompt` the id's cells in `ctx` hold after reusing what it kept (`kept`):
     // the shared prefix, then with min_chunk > 0 the runs shifted into place (cache_reuse_min_chunk). The
     // cells past that are stale: the caller truncates them.

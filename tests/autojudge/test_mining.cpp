@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 
 #include "autojudge/mining.h"
 #include "autojudge/mining_store.h"
@@ -49,7 +50,7 @@ TEST(Mining, LabelsMatchAnIndependentTargetOnlyReplay) {
     const std::vector<Problem> problems = read_problems(test::kWordTestSet, 2);
     MiningOptions options;
     options.max_tokens = 120;
-    size_t important = 0, unimportant = 0;
+    size_t important = 0, unimportant = 0, near_ties = 0;
     for (const Problem& problem : problems) {
         const ProblemMining mined = mine_problem(decoder, problem, options);
         const std::vector<int32_t> prompt = target.tokenize(problem.prompt, true);
@@ -61,13 +62,19 @@ TEST(Mining, LabelsMatchAnIndependentTargetOnlyReplay) {
             std::vector<int32_t> sequence = prompt;
             sequence.insert(sequence.end(), response.begin(), response.end());
             const ForwardResult pass = draft_only.forward(ModelRole::Target, sequence, false);
+            // The draft's greedy choice at a position, up to a near tie: mining's passes start from the cells of
+            // the continuation it just decoded, whose rows differ from this fresh pass's in the last bits.
+            const auto draft_chooses = [&](size_t i, int32_t token) {
+                const std::span<const float> row = pass.logits_row(int32_t(P + i) - 1);
+                const float gap = row[size_t(argmax(row))] - row[size_t(token)];
+                near_ties += gap > 0;
+                return gap < test::near_tie_gap();
+            };
             // No mismatch between the last handled position and this one; a mismatch here.
             for (size_t i = next; i < size_t(m.position); ++i)
-                ASSERT_EQ(argmax(std::span(pass.logits).subspan((P + i - 1) * size_t(pass.n_vocab), size_t(pass.n_vocab))),
-                          response[i]) << problem.id << " @" << i;
-            const int32_t d = argmax(std::span(pass.logits).subspan((P + size_t(m.position) - 1) * size_t(pass.n_vocab),
-                                                                    size_t(pass.n_vocab)));
-            ASSERT_EQ(d, m.draft_token);
+                ASSERT_TRUE(draft_chooses(i, response[i])) << problem.id << " @" << i;
+            const int32_t d = m.draft_token;
+            ASSERT_TRUE(draft_chooses(size_t(m.position), d)) << problem.id << " @" << m.position;
             ASSERT_EQ(response[size_t(m.position)], m.target_token);
             ASSERT_NE(m.draft_token, m.target_token);
             std::vector<int32_t> swapped(response.begin(), response.begin() + m.position);
@@ -104,6 +111,7 @@ TEST(Mining, LabelsMatchAnIndependentTargetOnlyReplay) {
     // These problems hold both kinds: a swapped digit that changes the answer, a rephrasing that does not.
     EXPECT_GT(important, 0u);
     EXPECT_GT(unimportant, 0u);
+    std::cout << near_ties << " positions where mining and the fresh pass chose differently, all near ties\n";
 }
 
 // Stories have no "The answer is": no swap can change the (absent) answer, so every swap is harmless and

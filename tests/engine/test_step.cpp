@@ -723,6 +723,55 @@ TEST(Step, ForwardFromARowGivesThoseRowsOfTheWholePass) {
     EXPECT_THROW(decoder.forward(ModelRole::Target, tokens, false, 0, int32_t(tokens.size()) + 1), Error);
 }
 
+// forward(..., cells_from): AutoJudge mining's passes over a continuation just decoded start from a copy of the
+// cells its id kept, for the prefix they share with the pass's tokens before first_row, in either model. The rows
+// are a fresh pass's up to the last bits (cells decoded in other batches, as verification's rows are: below half
+// the near-tie bound), including after a token the kept cells do not hold; the id that kept them keeps them.
+TEST(Step, ForwardFromAnotherIdsCellsGivesTheRowsOfAFreshPass) {
+    const Model target(test::kTargetModel, test::offload());
+    const Model draft(test::kDraftQ4, test::offload());
+    ContextOptions context = test_context(2);
+    context.hidden_states = true;
+    SpeculativeDecoder decoder(target, &draft, context);
+    const std::vector<int32_t> prompt = target.tokenize("Once upon a time", true, true);
+    // Drafting, the draft's cells follow the target's; target-only (policy off), the draft keeps none.
+    GenerationOptions drafting = greedy(32, 4), target_only = greedy(32, 4);
+    target_only.draft_policy = DraftPolicy::Off;
+    for (GenerationOptions options : {drafting, target_only}) {
+        options.cache_prompt = true;
+        const GenerationResult decoded = run_to_end(decoder, 0, prompt, options);
+        const int32_t kept = decoder.cached_tokens(0);
+        ASSERT_GT(kept, int32_t(prompt.size()) + 20);
+
+        // The decoded text with one token changed 10 tokens into the answer; rows from before it and after it.
+        std::vector<int32_t> tokens = prompt;
+        tokens.insert(tokens.end(), decoded.tokens.begin(), decoded.tokens.end());
+        const size_t changed = prompt.size() + 10;
+        tokens[changed] = tokens[changed] == 13 ? 14 : 13;
+        for (const int32_t first_row : {int32_t(changed) - 4, int32_t(changed) + 6}) {
+            for (const ModelRole role : {ModelRole::Target, ModelRole::Draft}) {
+                const ForwardResult fresh = decoder.forward(role, tokens, /*with_hidden=*/true, 1, first_row);
+                const ForwardResult reused = decoder.forward(role, tokens, /*with_hidden=*/true, 1, first_row, 0);
+                ASSERT_EQ(reused.logits.size(), fresh.logits.size());
+                for (int32_t i = first_row; i < int32_t(tokens.size()); ++i) {
+                    const std::span<const float> a = fresh.logits_row(i), b = reused.logits_row(i);
+                    const std::span<const float> ha = fresh.hidden_row(i), hb = reused.hidden_row(i);
+                    double logit_diff = 0, hidden_diff = 0;
+                    for (size_t v = 0; v < a.size(); ++v) logit_diff = std::max(logit_diff, std::abs(double(a[v]) - b[v]));
+                    for (size_t j = 0; j < ha.size(); ++j)
+                        hidden_diff = std::max(hidden_diff, std::abs(double(ha[j]) - hb[j]));
+                    const std::string where = "row " + std::to_string(i) + " from " + std::to_string(first_row) + ", " +
+                                              std::string(draft_policy_name(options.draft_policy)) + (role == ModelRole::Draft ? ", draft" : ", target");
+                    EXPECT_LT(logit_diff, test::kNearTieGap / 2) << where;
+                    EXPECT_LT(hidden_diff, test::kNearTieGap / 2) << where;
+                }
+            }
+        }
+        EXPECT_EQ(decoder.cached_tokens(0), kept);
+        EXPECT_EQ(run_to_end(decoder, 0, prompt, options).tokens, decoded.tokens);
+    }
+}
+
 // use_repacked_prompts moves each prompt's cells from the prompt context into the target's, and first the cells a
 // prompt reuses the other way. With a copy that llama.cpp cannot repack (F32) the kernels are the target's, so
 // every token and the first token's logits must be those of a decoder without a prompt context, on two ids, with
