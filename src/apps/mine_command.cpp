@@ -104,6 +104,7 @@ void register_mine_command(CLI::App& app) {
     cmd->add_option("--draft-max", options->mining.draft_max,
                     "gamma of the lossless speculative decoding that writes the target's continuations")
         ->capture_default_str()->check(CLI::Range(1, 256));
+    add_draft_policy_option(*cmd, options->mining.draft_policy);
     cmd->add_option("--temp", options->mining.temperature,
                     "Sample the continuations after a swap at this temperature (label consistency, Fig. 4); "
                     "0 = greedy, as DESIGN.md's labels")

@@ -269,6 +269,16 @@ static std::map<std::string, DraftPolicy> draft_policies_by_name() {
     return out;
 }
 
+void add_draft_policy_option(CLI::App& app, DraftPolicy& policy) {
+    app.add_option("--draft-policy", policy,
+                   "How gamma is chosen each step: auto (the cost model: the gamma in 0..draft-max with the most "
+                   "expected tokens per second, from the step costs measured as it runs and each sequence's "
+                   "running acceptance; 0 is a target-only step, and a draft that stops paying is probed again "
+                   "now and then), fixed (always draft-max), adaptive (as --draft-adaptive), off (target-only)")
+        ->transform(CLI::CheckedTransformer(draft_policies_by_name()))
+        ->option_text("auto|fixed|adaptive|off=" + std::string(draft_policy_name(policy)));
+}
+
 void add_generation_options(CLI::App& app, GenerationOptions& gen) {
     SamplingParams& sampling = gen.sampling;
     app.add_option("-n,--n-predict", gen.max_tokens, "Maximum number of tokens to generate")
@@ -276,13 +286,7 @@ void add_generation_options(CLI::App& app, GenerationOptions& gen) {
     app.add_option("--draft-max,--spec-draft-n-max", gen.draft_max,
                    "Draft tokens proposed per target call at most (gamma; with --draft-policy fixed, exactly)")
         ->capture_default_str()->check(kPositive);
-    app.add_option("--draft-policy", gen.draft_policy,
-                   "How gamma is chosen each step: auto (the cost model: the gamma in 0..draft-max with the most "
-                   "expected tokens per second, from the step costs measured as it runs and each sequence's "
-                   "running acceptance; 0 is a target-only step, and a draft that stops paying is probed again "
-                   "now and then), fixed (always draft-max), adaptive (as --draft-adaptive), off (target-only)")
-        ->transform(CLI::CheckedTransformer(draft_policies_by_name()))
-        ->option_text("auto|fixed|adaptive|off=" + std::string(draft_policy_name(gen.draft_policy)));
+    add_draft_policy_option(app, gen.draft_policy);
     app.add_option("--draft-min,--spec-draft-n-min", gen.draft_min,
                    "Drop drafts shorter than this (a target-only step), as llama.cpp")
         ->capture_default_str()->check(kNonNegative);

@@ -46,6 +46,8 @@ void add_prompt_options(CLI::App& app, PromptOptions& prompt);
 
 // Length, drafting, sampling and stop strings.
 void add_generation_options(CLI::App& app, GenerationOptions& generation);
+// --draft-policy alone (mine's continuations).
+void add_draft_policy_option(CLI::App& app, DraftPolicy& policy);
 // The judge flags: the rule and its knobs (with_rule), and the settings any rule may read (confidence
 // mask, head file, FLy window).
 void add_judge_options(CLI::App& app, JudgeOptions& judge, bool with_rule);

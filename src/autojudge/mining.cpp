@@ -24,6 +24,7 @@ ProblemMining mine_problem(SpeculativeDecoder& decoder, const Problem& problem, 
     const Model& target = decoder.target();
     GenerationOptions generation;
     generation.draft_max = options.draft_max;
+    generation.draft_policy = options.draft_policy;
     generation.sampling.seed = options.seed;
     // Every continuation shares the prompt and part of the response with the one before: sequence id 0
     // keeps its cells for the next, and the teacher-forced passes run on the last id (with one id they

@@ -25,7 +25,9 @@ namespace klspec {
 
 struct MiningOptions {
     int32_t max_tokens = 256;  // response length at most (the original and every continuation)
-    int32_t draft_max = 8;     // γ of the (lossless, vanilla) speculative decoding that writes continuations
+    // The (lossless, vanilla) speculative decoding that writes continuations: γ at most, and how it is chosen.
+    int32_t draft_max = 8;
+    DraftPolicy draft_policy = DraftPolicy::Fixed;
     // Continuations after a swap: greedy (temperature 0, the labels of DESIGN.md) or sampled with this
     // seed (the paper's label-consistency analysis, Fig. 4). The original response is always greedy.
     float temperature = 0.0f;
