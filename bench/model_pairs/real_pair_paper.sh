@@ -13,10 +13,11 @@
 #   4. mbpp-g16      the same as 2 on the first 200 MBPP+ problems
 #   5. calibrate-mbpp  klspec calibrate's τ for KL on 100 MBPP+ problems outside those 200 (half choose, half
 #                    check), accuracy loss within 1 %; calibrated-g16 adds that τ to both sweeps
-#   6. gsm8k-g16     across domains: vanilla and KL on 200 GSM8K problems (the seeded subset), γ 16
-#   7. rules-humaneval, rules-mbpp   the other rules of the table (KLSPEC_OTHER_RULES) added to both sweeps
-#   8. mine-mbpp, head, autojudge-g16   AutoJudge: mined on the 199 MBPP+ problems outside the sweep's 200 (an
-#                    answer is its test outcome; 10-20 hours on 2 cores), trained, then added to all three sweeps
+#   6. mine-mbpp, head   AutoJudge: mined on the 199 MBPP+ problems outside the sweep's 200 (an answer is its
+#                    test outcome; ~11 s a mismatch on 2 cores beside a sweep, some 2,000 mismatches), trained
+#   7. gsm8k-g16, autojudge-g16   across domains: vanilla and KL on 200 GSM8K problems (the seeded subset), γ 16;
+#                    then the AutoJudge head added to all three sweeps
+#   8. rules-humaneval, rules-mbpp   the other rules of the table (KLSPEC_OTHER_RULES) added to both sweeps
 # Usage: bench/model_pairs/real_pair_paper.sh [OUT]   (default ~/.cache/klspec/real-pair-sweeps)
 #   nohup nice -n 5 bench/model_pairs/real_pair_paper.sh > ~/.cache/klspec/real-pair-paper.log 2>&1 &
 #   KLSPEC_STAGES="target-mbpp draft-mbpp" KLSPEC_ALONE_PARALLEL=4 …   runs those stages only, four problems at a time
@@ -138,9 +139,9 @@ stage mbpp-g16 mbpp_sweep
 stage calibrate-mbpp "$KLSPEC" calibrate "${PAIR[@]}" "${MBPP_OUTSIDE[@]}" --limit 100 --rule kl --values 0.1,0.25,0.5,1 \
   --max-loss 1% --json --out "$CALIBRATION"
 stage calibrated-g16 calibrated_sweeps
-stage gsm8k-g16 gsm8k_sweep
-stage rules-humaneval humaneval_points "$OTHER_RULES"
-stage rules-mbpp mbpp_points "$OTHER_RULES"
 stage mine-mbpp "$KLSPEC" mine -m "$TARGET" -md "$DRAFT" "${DECODE[@]}" "${MBPP_OUTSIDE[@]}" --out "$OUT/mine-mbpp"
 stage head "$KLSPEC" train-judge "$OUT/mine-mbpp" --out "$HEAD"
+stage gsm8k-g16 gsm8k_sweep
 stage autojudge-g16 autojudge_sweeps
+stage rules-humaneval humaneval_points "$OTHER_RULES"
+stage rules-mbpp mbpp_points "$OTHER_RULES"
