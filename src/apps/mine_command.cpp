@@ -1,5 +1,4 @@
 // `klspec mine`: label draft/target mismatches as important or not (src/autojudge/mining.h), resumably.
-#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -22,6 +21,7 @@ struct MineOptions {
     DatasetChoice dataset;
     PromptOptions prompt;
     std::string out_dir;
+    int32_t parallel = 1;
     bool json = false;
 };
 
@@ -29,7 +29,8 @@ void run_mine(const MineOptions& options) {
     std::vector<Problem> problems = options.dataset.load();
     RunOptions run = options.run;
     run.context.hidden_states = true;
-    run.context.n_sequences = 2;  // continuations on one, teacher-forced passes on the other (mine_problem)
+    // Each problem mined at a time continues on its own id; the teacher-forced passes run on the last (mine_problems).
+    run.context.n_sequences = options.parallel + 1;
     DecodingSession session = open_session(run);
     relax_until_answer(session, prepare_prompts(problems, options.dataset, options.prompt, session), options.run.judge);
     if (!session.draft) throw Error("mining needs a draft model (-md)");
@@ -52,19 +53,19 @@ void run_mine(const MineOptions& options) {
     const size_t already = writer.finished_problems().size();
     if (already) std::fprintf(stderr, "mine: resuming %s: %zu problems already mined\n", options.out_dir.c_str(), already);
 
-    size_t done = 0, todo = 0, mismatches = 0, important = 0;
-    for (const Problem& p : problems) todo += !writer.finished_problems().contains(p.id);
-    ProgressLine progress("mine", todo, "problems");
-    for (const Problem& problem : problems) {
-        if (writer.finished_problems().contains(problem.id)) continue;
-        const auto t0 = std::chrono::steady_clock::now();
-        const ProblemMining mined = mine_problem(*session.decoder, problem, mining);
-        writer.append(problem, mined, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-        mismatches += mined.mismatches.size();
-        for (const MinedMismatch& m : mined.mismatches) important += m.important;
-        progress.update(++done, fmt::format("{} mismatches ({} important), {:.2f} mismatches/s", mismatches,
-                                            important, double(mismatches) / progress.elapsed_seconds()));
-    }
+    std::vector<Problem> todo;
+    for (const Problem& p : problems)
+        if (!writer.finished_problems().contains(p.id)) todo.push_back(p);
+    size_t done = 0, mismatches = 0, important = 0;
+    ProgressLine progress("mine", todo.size(), "problems");
+    mine_problems(*session.decoder, todo, mining, options.parallel,
+                  [&](size_t index, ProblemMining&& mined, double seconds) {
+                      writer.append(todo[index], mined, seconds);
+                      mismatches += mined.mismatches.size();
+                      for (const MinedMismatch& m : mined.mismatches) important += m.important;
+                      progress.update(++done, fmt::format("{} mismatches ({} important), {:.2f} mismatches/s", mismatches,
+                                                          important, double(mismatches) / progress.elapsed_seconds()));
+                  });
     progress.finish();
     const double seconds = progress.elapsed_seconds();
     const nlohmann::json summary = {{"out", options.out_dir},
@@ -110,6 +111,10 @@ void register_mine_command(CLI::App& app) {
                     "0 = greedy, as DESIGN.md's labels")
         ->capture_default_str()->check(CLI::Range(0.0, 100.0));
     cmd->add_option("-s,--seed", options->mining.seed, "Seed of the sampled continuations")->capture_default_str();
+    cmd->add_option("--parallel", options->parallel,
+                    "Mine this many problems together (also -np): their continuations are verified in one target "
+                    "batch; the rows are written in problem order all the same")
+        ->capture_default_str()->check(CLI::Range(1, 63));
     cmd->add_flag("--json", options->json, "Print one JSON object instead of the summary");
     cmd->callback([options] { run_mine(*options); });
 }

@@ -1,5 +1,9 @@
 #include "autojudge/mining.h"
 
+#include <chrono>
+#include <map>
+#include <utility>
+
 #include <fmt/format.h>
 
 #include "core/distribution_stats.h"
@@ -19,91 +23,128 @@ std::optional<std::string> final_answer(const Problem& problem, std::string_view
     return extract_answer(problem.scorer, answer.text());
 }
 
-ProblemMining mine_problem(SpeculativeDecoder& decoder, const Problem& problem, const MiningOptions& options) {
-    if (!decoder.has_draft()) throw Error("mining needs a draft model (-md)");
-    const Model& target = decoder.target();
-    GenerationOptions generation;
-    generation.draft_max = options.draft_max;
-    generation.draft_policy = options.draft_policy;
-    generation.sampling.seed = options.seed;
-    // Every continuation shares the prompt and part of the response with the one before: sequence id 0
-    // keeps its cells for the next, and the teacher-forced passes run on the last id (with one id they
-    // overwrite them, and each continuation prefills the prompt again). The passes start from a copy of id
-    // 0's cells, which hold the continuation just decoded: they compute only what follows the swap (mining
-    // an MBPP+ problem took half its time recomputing the target's prompt and response for two rows).
-    generation.cache_prompt = true;
-    generation.stop_strings = options.stop_strings;
-    const int32_t pass_id = decoder.n_sequences() - 1;
+namespace {
 
-    // The target's continuation of `prefix` (prompt included): vanilla speculative decoding, which is
-    // lossless, so greedy it is exactly the target's own greedy text, only faster.
-    ProblemMining mining;
-    const auto continuation = [&](std::vector<int32_t> prefix, int32_t budget, bool sampled) {
-        generation.max_tokens = budget;
-        generation.sampling.temperature = sampled ? options.temperature : 0.0f;
-        if (budget <= 0) return std::vector<int32_t>{};
-        ++mining.continuations;
-        Sequence seq = decoder.start(0, std::move(prefix), generation);
-        Sequence* const batch[] = {&seq};
-        while (!seq.finished()) decoder.step(batch);
-        return seq.take_result().tokens;
-    };
+double seconds_since(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
-    const std::vector<int32_t> prompt = target.tokenize(problem.prompt, /*add_bos=*/true);
-    const auto P = static_cast<int32_t>(prompt.size());
-    std::vector<int32_t> sequence = prompt;  // prompt + the current response R
-    {
-        const std::vector<int32_t> response = continuation(prompt, options.max_tokens, /*sampled=*/false);
-        sequence.insert(sequence.end(), response.begin(), response.end());
+// One problem's mining (the procedure in mining.h) as a job that mine_problems advances: it decodes each
+// continuation as a Sequence on its own id, stepped together with other problems' continuations, and between
+// them runs the teacher-forced passes, labels the swap and looks for the next mismatch.
+class ProblemMiner {
+public:
+    ProblemMiner(SpeculativeDecoder& decoder, const Problem& problem, const MiningOptions& options, int32_t id)
+        : decoder_(decoder), problem_(problem), options_(options), target_(decoder.target()), id_(id),
+          pass_id_(decoder.n_sequences() - 1), span_(options.span) {
+        generation_.draft_max = options.draft_max;
+        generation_.draft_policy = options.draft_policy;
+        generation_.sampling.seed = options.seed;
+        // Every continuation shares the prompt and part of the response with the one before: the miner's id
+        // keeps its cells for the next, and the teacher-forced passes run on the last id (with one id they
+        // overwrite them, and each continuation prefills the prompt again). The passes start from a copy of the
+        // miner's cells, which hold the continuation just decoded: they compute only what follows the swap
+        // (mining an MBPP+ problem took half its time recomputing the target's prompt and response for two rows).
+        generation_.cache_prompt = true;
+        generation_.stop_strings = options.stop_strings;
+        sequence_ = target_.tokenize(problem.prompt, /*add_bos=*/true);
+        P_ = static_cast<int32_t>(sequence_.size());
+        start_continuation(sequence_, options.max_tokens, /*sampled=*/false);
     }
-    const std::optional<std::string> answer =
-        final_answer(problem, target.text(std::span(sequence).subspan(static_cast<size_t>(P))), options.stop_strings);
-    // Outputs from the prompt's last row on: the prompt's rows would only feed the 262,144-row head of a
-    // large vocabulary.
-    ForwardResult draft_pass = decoder.forward(ModelRole::Draft, sequence, /*with_hidden=*/false, pass_id, P - 1, 0);
-    ++mining.forward_passes;
 
-    SpanTracker span(options.span);
-    int32_t fed = 0;  // response tokens fed to `span`; those before i never change (a swap changes i and after)
-    for (int32_t i = 0; P + i < static_cast<int32_t>(sequence.size()); ++i) {
-        const int32_t d = argmax(draft_pass.logits_row(P + i - 1));
-        if (d == sequence[static_cast<size_t>(P + i)]) continue;
-        for (; fed < i; ++fed) span.feed(target.piece(sequence[static_cast<size_t>(P + fed)], true));
-        if (!SpanTracker(span).feed_and_check(target.piece(d, true))) continue;  // no judge may relax d here
+    // The continuation to step, or null once the problem is mined.
+    Sequence* continuation() { return continuation_ ? &*continuation_ : nullptr; }
 
-        // Swap d in and let the target go on from there (nothing to continue after an end token).
-        std::vector<int32_t> swapped(sequence.begin(), sequence.begin() + P + i);
-        swapped.push_back(d);
-        if (!target.is_end_of_generation(d)) {
-            const std::vector<int32_t> rest = continuation(swapped, options.max_tokens - (i + 1), /*sampled=*/true);
-            swapped.insert(swapped.end(), rest.begin(), rest.end());
+    // After the step that finished continuation(): take in what it decoded, then go on to the next continuation.
+    void advance() {
+        std::vector<int32_t> rest = continuation_->take_result().tokens;
+        continuation_.reset();
+        if (swapped_.empty()) {
+            read_response(std::move(rest));
+        } else {
+            swapped_.insert(swapped_.end(), rest.begin(), rest.end());
+            label_swap();
+            ++i_;
         }
-        // The target's two rows (p_i and the hidden state after d) need nothing after d; the draft's rows
-        // from p_i on become the draft pass of the response if the swap is kept.
-        const ForwardResult target_pass = decoder.forward(ModelRole::Target, std::span(swapped).first(size_t(P + i + 1)),
-                                                          /*with_hidden=*/true, pass_id, P + i - 1, 0);
+        find_next_swap();
+    }
+
+    ProblemMining take_result() {
+        mining_.final_response.assign(sequence_.begin() + P_, sequence_.end());
+        return std::move(mining_);
+    }
+
+private:
+    // The target's continuation of `prefix` (prompt included): vanilla speculative decoding, which is lossless,
+    // so greedy it is exactly the target's own greedy text, only faster.
+    void start_continuation(std::vector<int32_t> prefix, int32_t budget, bool sampled) {
+        generation_.max_tokens = budget;
+        generation_.sampling.temperature = sampled ? options_.temperature : 0.0f;
+        ++mining_.continuations;
+        continuation_.emplace(decoder_.start(id_, std::move(prefix), generation_));
+    }
+
+    // The target's greedy response R, its answer A and the draft's pass over it.
+    void read_response(std::vector<int32_t> response) {
+        sequence_.insert(sequence_.end(), response.begin(), response.end());
+        answer_ = final_answer(problem_, response_text(sequence_), options_.stop_strings);
+        // Outputs from the prompt's last row on: the prompt's rows would only feed the 262,144-row head of a
+        // large vocabulary.
+        draft_pass_ = decoder_.forward(ModelRole::Draft, sequence_, /*with_hidden=*/false, pass_id_, P_ - 1, id_);
+        ++mining_.forward_passes;
+    }
+
+    // From position i_ on: the next mismatch a judge may relax. Its continuation is started, or, after an end token
+    // or at the length limit (nothing to continue), it is labelled at once and the search goes on.
+    void find_next_swap() {
+        swapped_.clear();
+        for (; P_ + i_ < static_cast<int32_t>(sequence_.size()); ++i_) {
+            const int32_t d = argmax(draft_pass_.logits_row(P_ + i_ - 1));
+            if (d == sequence_[static_cast<size_t>(P_ + i_)]) continue;
+            // Tokens before i_ never change (a swap changes i_ and after).
+            for (; fed_ < i_; ++fed_) span_.feed(target_.piece(sequence_[static_cast<size_t>(P_ + fed_)], true));
+            if (!SpanTracker(span_).feed_and_check(target_.piece(d, true))) continue;  // no judge may relax d here
+
+            swapped_.assign(sequence_.begin(), sequence_.begin() + P_ + i_);
+            swapped_.push_back(d);
+            const int32_t budget = options_.max_tokens - (i_ + 1);
+            if (!target_.is_end_of_generation(d) && budget > 0) {
+                start_continuation(swapped_, budget, /*sampled=*/true);
+                return;
+            }
+            label_swap();
+        }
+        swapped_.clear();
+    }
+
+    // Labels the mismatch at i_ from swapped_ (R[0..i_) + d and the target's continuation).
+    void label_swap() {
+        const int32_t i = i_;
+        // The target's two rows (p_i and the hidden state after d) need nothing after d; the draft's rows from
+        // p_i on become the draft pass of the response if the swap is kept.
+        const ForwardResult target_pass = decoder_.forward(
+            ModelRole::Target, std::span(swapped_).first(size_t(P_ + i + 1)), /*with_hidden=*/true, pass_id_, P_ + i - 1, id_);
         ForwardResult swapped_draft_pass =
-            decoder.forward(ModelRole::Draft, swapped, /*with_hidden=*/true, pass_id, P + i - 1, 0);
-        mining.forward_passes += 2;
+            decoder_.forward(ModelRole::Draft, swapped_, /*with_hidden=*/true, pass_id_, P_ + i - 1, id_);
+        mining_.forward_passes += 2;
 
         MinedMismatch m;
-        m.problem_id = problem.id;
+        m.problem_id = problem_.id;
         m.position = i;
-        m.draft_token = d;
-        m.target_token = sequence[static_cast<size_t>(P + i)];
-        m.answer = answer;
-        m.answer_after_swap =
-            final_answer(problem, target.text(std::span(swapped).subspan(static_cast<size_t>(P))), options.stop_strings);
-        m.important = m.answer_after_swap != answer;
-        const std::span<const float> target_hidden = target_pass.hidden_row(P + i);
-        const std::span<const float> draft_hidden = swapped_draft_pass.hidden_row(P + i);
+        m.draft_token = swapped_[static_cast<size_t>(P_ + i)];
+        m.target_token = sequence_[static_cast<size_t>(P_ + i)];
+        m.answer = answer_;
+        m.answer_after_swap = final_answer(problem_, response_text(swapped_), options_.stop_strings);
+        m.important = m.answer_after_swap != answer_;
+        const std::span<const float> target_hidden = target_pass.hidden_row(P_ + i);
+        const std::span<const float> draft_hidden = swapped_draft_pass.hidden_row(P_ + i);
         m.target_hidden.assign(target_hidden.begin(), target_hidden.end());
         m.draft_hidden.assign(draft_hidden.begin(), draft_hidden.end());
         // p_i and q_i are the rows that predicted position i (unchanged by the swap, which comes after them).
         DraftPosition position;
-        position.target_logits = target_pass.logits_row(P + i - 1);
-        position.draft_logits = swapped_draft_pass.logits_row(P + i - 1);
-        position.draft_token = d;
+        position.target_logits = target_pass.logits_row(P_ + i - 1);
+        position.draft_logits = swapped_draft_pass.logits_row(P_ + i - 1);
+        position.draft_token = m.draft_token;
         const JudgedPosition stats = describe_position(position);
         m.kl = stats.kl;
         m.target_entropy = stats.target_entropy;
@@ -111,13 +152,89 @@ ProblemMining mine_problem(SpeculativeDecoder& decoder, const Problem& problem, 
         m.target_max_probability = stats.target_max_probability;
 
         if (!m.important) {  // the swap is harmless: its continuation becomes the response
-            sequence = std::move(swapped);
-            draft_pass = std::move(swapped_draft_pass);
+            sequence_ = std::move(swapped_);
+            draft_pass_ = std::move(swapped_draft_pass);
         }
-        mining.mismatches.push_back(std::move(m));
+        mining_.mismatches.push_back(std::move(m));
     }
-    mining.final_response.assign(sequence.begin() + P, sequence.end());
-    return mining;
+
+    std::string response_text(std::span<const int32_t> tokens) const {
+        return target_.text(tokens.subspan(static_cast<size_t>(P_)));
+    }
+
+    SpeculativeDecoder& decoder_;
+    const Problem& problem_;
+    const MiningOptions& options_;
+    const Model& target_;
+    const int32_t id_;       // this problem's continuations
+    const int32_t pass_id_;  // the teacher-forced passes (shared by every problem: each pass is over when it returns)
+    GenerationOptions generation_;
+    int32_t P_ = 0;                   // prompt tokens
+    std::vector<int32_t> sequence_;   // prompt + the current response R
+    std::optional<std::string> answer_;
+    ForwardResult draft_pass_;        // the draft's rows over sequence_, from the prompt's last on
+    SpanTracker span_;
+    int32_t fed_ = 0;                 // response tokens fed to span_
+    int32_t i_ = 0;                   // the position being labelled or searched
+    std::vector<int32_t> swapped_;    // R[0..i_) + d (+ its continuation), while a swap is labelled
+    std::optional<Sequence> continuation_;
+    ProblemMining mining_;
+};
+
+}  // namespace
+
+void mine_problems(SpeculativeDecoder& decoder, std::span<const Problem> problems, const MiningOptions& options,
+                   int32_t parallel, const MinedProblemCallback& on_done) {
+    if (!decoder.has_draft()) throw Error("mining needs a draft model (-md)");
+    if (parallel < 1 || parallel >= decoder.n_sequences())
+        throw Error("mine_problems: parallel must be in [1, the decoder's sequences - 1] (the last runs the passes)");
+    struct Slot {
+        std::optional<ProblemMiner> miner;
+        size_t index = 0;
+        double seconds = 0;
+    };
+    std::vector<Slot> slots(static_cast<size_t>(parallel));
+    std::map<size_t, std::pair<ProblemMining, double>> finished;  // waiting for an earlier problem to finish
+    std::vector<Sequence*> active;
+    size_t next = 0, emitted = 0;
+    while (emitted < problems.size()) {
+        active.clear();
+        for (size_t s = 0; s < slots.size(); ++s) {
+            Slot& slot = slots[s];
+            if (!slot.miner && next < problems.size()) {
+                const auto start = std::chrono::steady_clock::now();
+                slot.index = next;
+                slot.miner.emplace(decoder, problems[next++], options, static_cast<int32_t>(s));
+                slot.seconds = seconds_since(start);
+            }
+            if (slot.miner) active.push_back(slot.miner->continuation());
+        }
+        const auto start = std::chrono::steady_clock::now();
+        if (!active.empty()) decoder.step(active);
+        const double share = active.empty() ? 0.0 : seconds_since(start) / double(active.size());
+        for (Slot& slot : slots) {
+            if (!slot.miner) continue;
+            slot.seconds += share;
+            if (!slot.miner->continuation()->finished()) continue;
+            const auto advanced = std::chrono::steady_clock::now();
+            slot.miner->advance();
+            slot.seconds += seconds_since(advanced);
+            if (slot.miner->continuation()) continue;
+            finished.emplace(slot.index, std::pair(slot.miner->take_result(), slot.seconds));
+            slot.miner.reset();
+        }
+        for (auto it = finished.find(emitted); it != finished.end(); it = finished.find(++emitted)) {
+            on_done(emitted, std::move(it->second.first), it->second.second);
+            finished.erase(it);
+        }
+    }
+}
+
+ProblemMining mine_problem(SpeculativeDecoder& decoder, const Problem& problem, const MiningOptions& options) {
+    ProblemMining mined;
+    mine_problems(decoder, std::span(&problem, 1), options, 1,
+                  [&](size_t, ProblemMining&& mining, double) { mined = std::move(mining); });
+    return mined;
 }
 
 }  // namespace klspec

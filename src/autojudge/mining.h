@@ -68,7 +68,16 @@ struct ProblemMining {
 std::optional<std::string> final_answer(const Problem& problem, std::string_view response,
                                         std::span<const std::string> stop_strings = {});
 
-// `decoder` must have a draft and hidden states (ContextOptions::hidden_states); it uses sequence id 0.
+// Mines `parallel` problems at a time: each decodes its continuations on its own sequence id (0 to parallel - 1),
+// and one step() verifies all their drafts in one target batch, as decode_problems batches a sweep's problems;
+// the teacher-forced passes run in between, on the decoder's last id. `decoder` must have a draft, hidden states
+// (ContextOptions::hidden_states) and more than `parallel` sequences. on_done gets each problem's mining and the
+// wall time attributed to it (its passes and scoring, and its share of each step), in problem order.
+using MinedProblemCallback = std::function<void(size_t index, ProblemMining&& mining, double seconds)>;
+void mine_problems(SpeculativeDecoder& decoder, std::span<const Problem> problems, const MiningOptions& options,
+                   int32_t parallel, const MinedProblemCallback& on_done);
+
+// One problem (mine_problems with parallel 1): its continuations on id 0.
 ProblemMining mine_problem(SpeculativeDecoder& decoder, const Problem& problem, const MiningOptions& options);
 
 }  // namespace klspec

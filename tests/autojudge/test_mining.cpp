@@ -9,6 +9,8 @@
 #include <fstream>
 #include <iostream>
 
+#include <fmt/format.h>
+
 #include "autojudge/mining.h"
 #include "autojudge/mining_store.h"
 #include "core/distribution_stats.h"
@@ -38,21 +40,33 @@ std::vector<int32_t> target_only_greedy(SpeculativeDecoder& target_only, std::ve
     return seq.take_result().tokens;
 }
 
-// Replays DESIGN.md's procedure step by step with a target-only decoder and checks every mined row.
-TEST(Mining, LabelsMatchAnIndependentTargetOnlyReplay) {
+// Replays DESIGN.md's procedure step by step with a target-only decoder and checks every mined row, of
+// `n_problems` problems mined `parallel` at a time.
+void expect_labels_match_a_target_only_replay(size_t n_problems, int32_t parallel) {
     const Model target(test::kDefaultTarget);
     const Model draft(test::kDefaultDraft);
-    SpeculativeDecoder decoder(target, &draft, mining_context());
+    ContextOptions context = mining_context();
+    context.n_sequences = parallel + 1;
+    SpeculativeDecoder decoder(target, &draft, context);
     ContextOptions plain = mining_context();
     plain.hidden_states = false;
     SpeculativeDecoder target_only(target, nullptr, plain);
     SpeculativeDecoder draft_only(draft, nullptr, mining_context());
-    const std::vector<Problem> problems = read_problems(test::kWordTestSet, 2);
+    // In reverse: the first problems have the fewest mismatches, so mined together they finish first, out of order.
+    std::vector<Problem> problems = read_problems(test::kWordTestSet, n_problems);
+    std::reverse(problems.begin(), problems.end());
     MiningOptions options;
     options.max_tokens = 120;
+    std::vector<ProblemMining> mined_problems;
+    mine_problems(decoder, problems, options, parallel, [&](size_t index, ProblemMining&& mined, double) {
+        ASSERT_EQ(index, mined_problems.size());  // in problem order
+        mined_problems.push_back(std::move(mined));
+    });
+    ASSERT_EQ(mined_problems.size(), problems.size());
     size_t important = 0, unimportant = 0, near_ties = 0;
-    for (const Problem& problem : problems) {
-        const ProblemMining mined = mine_problem(decoder, problem, options);
+    for (size_t k = 0; k < problems.size(); ++k) {
+        const Problem& problem = problems[k];
+        const ProblemMining& mined = mined_problems[k];
         const std::vector<int32_t> prompt = target.tokenize(problem.prompt, true);
         const size_t P = prompt.size();
         std::vector<int32_t> response = target_only_greedy(target_only, prompt, options.max_tokens);
@@ -113,6 +127,12 @@ TEST(Mining, LabelsMatchAnIndependentTargetOnlyReplay) {
     EXPECT_GT(unimportant, 0u);
     std::cout << near_ties << " positions where mining and the fresh pass chose differently, all near ties\n";
 }
+
+TEST(Mining, LabelsMatchAnIndependentTargetOnlyReplay) { expect_labels_match_a_target_only_replay(2, 1); }
+
+// Problems mined together (each continuing on its own id, their continuations verified in one batch, the passes
+// on the shared last id) label as each alone does: here three at a time, so that ids 1 and 2 are used too.
+TEST(Mining, ProblemsMinedTogetherMatchTheReplayToo) { expect_labels_match_a_target_only_replay(3, 3); }
 
 // Stories have no "The answer is": no swap can change the (absent) answer, so every swap is harmless and
 // adopted, and the final response is no longer the target's original greedy text.
@@ -207,8 +227,8 @@ TEST(Mining, ResumesAfterAnInterruptToTheSameRows) {
     const std::string dataset = test::temp_path("problems.jsonl");
     {
         std::ofstream out(dataset);
-        for (int i = 0; i < 4; ++i)
-            out << nlohmann::json{{"id", "s" + std::to_string(i)}, {"question", test::story_prompts(4)[size_t(i)]}}.dump()
+        for (int i = 0; i < 4; ++i)  // the stories with the most mismatches first (mined together, they finish last)
+            out << nlohmann::json{{"id", "s" + std::to_string(i)}, {"question", test::story_prompts(4)[size_t(3 - i)]}}.dump()
                 << "\n";
     }
     const std::string once = test::temp_path("once"), resumed = test::temp_path("resumed");
@@ -226,6 +246,23 @@ TEST(Mining, ResumesAfterAnInterruptToTheSameRows) {
     EXPECT_EQ(read_file(resumed + "/labels.jsonl"), read_file(once + "/labels.jsonl"));
     EXPECT_EQ(read_file(resumed + "/features.f32"), read_file(once + "/features.f32"));
     EXPECT_GT(read_file(once + "/labels.jsonl").size(), 0u);
+    // Mined three at a time (problems then finish out of order): the rows of one run, in problem order. Which
+    // tokens, positions and labels, compared: the rows' statistics come from cells decoded in other batches and
+    // may differ in the last bits.
+    const std::string together = test::temp_path("together");
+    const test::CommandResult parallel = test::run_command(common + " -np 3 --out " + together);
+    ASSERT_EQ(parallel.exit_code, 0) << parallel.errors;
+    const auto labelled = [&](const std::string& dir) {
+        std::ifstream in(dir + "/labels.jsonl");
+        std::vector<std::string> rows;
+        for (std::string line; std::getline(in, line);) {
+            const nlohmann::json row = nlohmann::json::parse(line);
+            rows.push_back(fmt::format("{} {} {} {} {}", row["problem_id"].get<std::string>(), row["position"].get<int>(),
+                                       row["draft_token"].get<int>(), row["target_token"].get<int>(), row["label"].get<int>()));
+        }
+        return rows;
+    };
+    EXPECT_EQ(labelled(together), labelled(once));
     // Another model pair into the same directory is refused, in one line.
     const test::CommandResult other =
         test::run_command(test::kCli + " mine -m " + test::kTargetModel + " -md " + test::kDraftQ8 +
