@@ -1,6 +1,5 @@
 #include "autojudge/mining.h"
 
-#include <chrono>
 #include <map>
 #include <utility>
 
@@ -10,6 +9,7 @@
 #include "core/error.h"
 #include "core/judged_position.h"
 #include "core/text_stream.h"
+#include "eval/batch_decoding.h"
 #include "eval/problem_scoring.h"
 
 namespace klspec {
@@ -25,14 +25,10 @@ std::optional<std::string> final_answer(const Problem& problem, std::string_view
 
 namespace {
 
-double seconds_since(std::chrono::steady_clock::time_point start) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-// One problem's mining (the procedure in mining.h) as a job that mine_problems advances: it decodes each
+// One problem's mining (the procedure in mining.h) as a job that mine_problems runs in a slot: it decodes each
 // continuation as a Sequence on its own id, stepped together with other problems' continuations, and between
 // them runs the teacher-forced passes, labels the swap and looks for the next mismatch.
-class ProblemMiner {
+class ProblemMiner final : public DecodingJob {
 public:
     ProblemMiner(SpeculativeDecoder& decoder, const Problem& problem, const MiningOptions& options, int32_t id)
         : decoder_(decoder), problem_(problem), options_(options), target_(decoder.target()), id_(id),
@@ -53,10 +49,10 @@ public:
     }
 
     // The continuation to step, or null once the problem is mined.
-    Sequence* continuation() { return continuation_ ? &*continuation_ : nullptr; }
+    Sequence* sequence() override { return continuation_ ? &*continuation_ : nullptr; }
 
-    // After the step that finished continuation(): take in what it decoded, then go on to the next continuation.
-    void advance() {
+    // After the step that finished the continuation: take in what it decoded, then go on to the next continuation.
+    void advance() override {
         std::vector<int32_t> rest = continuation_->take_result().tokens;
         continuation_.reset();
         if (swapped_.empty()) {
@@ -188,46 +184,23 @@ void mine_problems(SpeculativeDecoder& decoder, std::span<const Problem> problem
     if (!decoder.has_draft()) throw Error("mining needs a draft model (-md)");
     if (parallel < 1 || parallel >= decoder.n_sequences())
         throw Error("mine_problems: parallel must be in [1, the decoder's sequences - 1] (the last runs the passes)");
-    struct Slot {
-        std::optional<ProblemMiner> miner;
-        size_t index = 0;
-        double seconds = 0;
-    };
-    std::vector<Slot> slots(static_cast<size_t>(parallel));
+    std::vector<std::optional<ProblemMiner>> miners(static_cast<size_t>(parallel));
     std::map<size_t, std::pair<ProblemMining, double>> finished;  // waiting for an earlier problem to finish
-    std::vector<Sequence*> active;
-    size_t next = 0, emitted = 0;
-    while (emitted < problems.size()) {
-        active.clear();
-        for (size_t s = 0; s < slots.size(); ++s) {
-            Slot& slot = slots[s];
-            if (!slot.miner && next < problems.size()) {
-                const auto start = std::chrono::steady_clock::now();
-                slot.index = next;
-                slot.miner.emplace(decoder, problems[next++], options, static_cast<int32_t>(s));
-                slot.seconds = seconds_since(start);
+    size_t emitted = 0;
+    run_jobs(
+        decoder, problems.size(), parallel,
+        [&](size_t index, int32_t slot) -> DecodingJob& {
+            return miners[static_cast<size_t>(slot)].emplace(decoder, problems[index], options, slot);
+        },
+        [&](size_t index, int32_t slot, double seconds) {
+            std::optional<ProblemMiner>& miner = miners[static_cast<size_t>(slot)];
+            finished.emplace(index, std::pair(miner->take_result(), seconds));
+            miner.reset();
+            for (auto it = finished.find(emitted); it != finished.end(); it = finished.find(++emitted)) {
+                on_done(emitted, std::move(it->second.first), it->second.second);
+                finished.erase(it);
             }
-            if (slot.miner) active.push_back(slot.miner->continuation());
-        }
-        const auto start = std::chrono::steady_clock::now();
-        if (!active.empty()) decoder.step(active);
-        const double share = active.empty() ? 0.0 : seconds_since(start) / double(active.size());
-        for (Slot& slot : slots) {
-            if (!slot.miner) continue;
-            slot.seconds += share;
-            if (!slot.miner->continuation()->finished()) continue;
-            const auto advanced = std::chrono::steady_clock::now();
-            slot.miner->advance();
-            slot.seconds += seconds_since(advanced);
-            if (slot.miner->continuation()) continue;
-            finished.emplace(slot.index, std::pair(slot.miner->take_result(), slot.seconds));
-            slot.miner.reset();
-        }
-        for (auto it = finished.find(emitted); it != finished.end(); it = finished.find(++emitted)) {
-            on_done(emitted, std::move(it->second.first), it->second.second);
-            finished.erase(it);
-        }
-    }
+        });
 }
 
 ProblemMining mine_problem(SpeculativeDecoder& decoder, const Problem& problem, const MiningOptions& options) {
