@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <limits>
 #include <map>
 #include <string>
@@ -367,7 +368,10 @@ DecodingSession open_session(const RunOptions& options) {
         ModelOptions repacked = options.model;
         repacked.repack = true;
         session.prompt_target = std::make_unique<Model>(target_path, repacked);
-        session.decoder->use_repacked_prompts(*session.prompt_target);
+        if (std::optional<std::string> why_not = session.decoder->use_repacked_prompts(*session.prompt_target)) {
+            std::cerr << "klspec: warning: --repack-prompt ignored: " << *why_not << "\n";
+            session.prompt_target.reset();
+        }
     }
     if (!options.trace_path.empty()) {
         session.trace = std::make_unique<std::ofstream>(options.trace_path);

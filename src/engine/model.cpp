@@ -173,6 +173,7 @@ Model::Model(const std::string& path, const ModelOptions& options) : path_(path)
     cpu_resident_ = params.n_gpu_layers == 0;
     params.vocab_only = options.vocab_only;
     params.use_extra_bufts = options.repack;
+    repacked_ = options.repack && cpu_resident_;
     g_llama_error.clear();
     model_ = llama_model_load_from_file(path.c_str(), params);
     if (model_ == nullptr) {

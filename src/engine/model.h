@@ -82,10 +82,13 @@ public:
 
     // No layer offloaded: its attention runs on ggml's CPU backend (engine/context.cpp reads this).
     bool cpu_resident() const { return cpu_resident_; }
+    // Its weights repacked for the CPU's interleaved kernels (ModelOptions::repack on a CPU-resident model).
+    bool repacked() const { return repacked_; }
 
 private:
     std::string path_;
     bool cpu_resident_ = true;
+    bool repacked_ = false;
     llama_model* model_ = nullptr;
     const llama_vocab* vocab_ = nullptr;
 };

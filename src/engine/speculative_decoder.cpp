@@ -1,6 +1,7 @@
 #include "engine/speculative_decoder.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include <fmt/format.h>
@@ -105,13 +106,50 @@ double SpeculativeDecoder::llama_decode_seconds() const {
            (prompt_ctx_ ? prompt_ctx_->decode_seconds() : 0.0);
 }
 
-void SpeculativeDecoder::use_repacked_prompts(const Model& repacked_target) {
+namespace {
+
+// use_repacked_prompts' check: a prompt of some forty tokens (the fault it guards against showed from nine on).
+constexpr const char* kRepackedPromptProbe =
+    "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n    a, b = 0, 1\n"
+    "    for _ in range(n):\n        a, b = b, a + b\n    return a\n";
+// The repacked and plain kernels' logits differ by 0.6 (Qwen2.5-Coder-1.5B) to 2.1 (Gemma 3 270M); the fault on
+// an AMX Xeon by 18.9 (docs/real-pair.md).
+constexpr float kRepackedPromptTolerance = 5.0F;
+
+// The last row's logits of `tokens` prefilled in sequence 0 of `ctx`, which is left empty.
+std::vector<float> probe_logits(ModelContext& ctx, std::span<const int32_t> tokens) {
+    std::vector<float> logits;
+    ctx.forward_rows(0, tokens, 0, [&](size_t, int32_t row) {
+        const std::span<const float> row_logits = ctx.logits(row);
+        logits.assign(row_logits.begin(), row_logits.end());
+    }, tokens.size() - 1);
+    ctx.truncate(0, 0);
+    return logits;
+}
+
+}  // namespace
+
+std::optional<std::string> SpeculativeDecoder::use_repacked_prompts(const Model& repacked_target) {
     if (repacked_target.n_vocab() != target_.n_vocab() || repacked_target.n_embd() != target_.n_embd() ||
         repacked_target.n_params() != target_.n_params())
         throw Error(fmt::format("the prompt model {} is not the target {}", repacked_target.path(), target_.path()));
     ContextOptions options = context_options_;
-    options.hidden_states = false;  // verification rows read hidden states; prompt rows do not
-    prompt_ctx_ = std::make_unique<ModelContext>(repacked_target, options);
+    options.hidden_states = false;            // verification rows read hidden states; prompt rows do not
+    options.repacked_flash_attention = true;  // its cells move into the target's context, which has it
+    auto prompt_ctx = std::make_unique<ModelContext>(repacked_target, options);
+    const std::vector<int32_t> probe = target_.tokenize(kRepackedPromptProbe, /*add_bos=*/true);
+    const std::vector<float> repacked = probe_logits(*prompt_ctx, probe);
+    const std::vector<float> plain = probe_logits(target_ctx_, probe);
+    float largest_difference = 0;
+    for (size_t i = 0; i < plain.size(); ++i)
+        largest_difference = std::max(largest_difference, std::abs(repacked[i] - plain[i]));
+    if (argmax(repacked) != argmax(plain) || largest_difference > kRepackedPromptTolerance) {
+        return fmt::format("the repacked kernels disagree with the target's on a {}-token prompt on this CPU "
+                           "(logits up to {:.1f} apart, next token {} against {})",
+                           probe.size(), largest_difference, argmax(repacked), argmax(plain));
+    }
+    prompt_ctx_ = std::move(prompt_ctx);
+    return std::nullopt;
 }
 
 void SpeculativeDecoder::prefill_prompt(int32_t id, std::span<const int32_t> tokens, int32_t first_pos,

@@ -234,8 +234,10 @@ public:
     // verification keep the batch-invariant kernels. Target-only and speculative decoding prefill alike, so
     // speculative output stays target-only output; the prompt's cells, and so the output, differ from a prompt
     // prefilled unrepacked at near ties. Costs a second KV cache of the target's size (llama.cpp moves a sequence's
-    // cells only between contexts with as many sequences).
-    void use_repacked_prompts(const Model& repacked_target);
+    // cells only between contexts with as many sequences). Before any sequence starts: it first prefills a short
+    // prompt both ways in sequence 0 and returns why the repacked prompts are not used where the kernels disagree
+    // (as llama.cpp's repacked Q4_K kernels after flash attention do on an AMX Xeon), nullopt where they are.
+    std::optional<std::string> use_repacked_prompts(const Model& repacked_target);
     // Keeps the cells a slot loses to another prompt in host memory, up to max_bytes (< 0: no limit, 0: off), and
     // loads them back for a later prompt that shares more with them than with its slot's cells: llama-server's
     // prompt cache (--cache-ram). Sequences with cache_prompt only. The cells come back bit for bit, so the output

@@ -782,7 +782,7 @@ TEST(Step, RepackedPromptsMoveTheCellsIntoTheTargetsContext) {
     const Model draft(test::kDraftQ4, test::offload());
     SpeculativeDecoder plain(target, &draft, test_context(2));
     SpeculativeDecoder moved(target, &draft, test_context(2));
-    moved.use_repacked_prompts(copy);
+    ASSERT_EQ(moved.use_repacked_prompts(copy), std::nullopt);
     GenerationOptions options = greedy(24, 4);
     options.cache_prompt = true;
     options.first_token_from_prompt = true;
