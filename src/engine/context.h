@@ -25,7 +25,8 @@ struct ContextOptions {
     bool batch_invariant_attention = true;
     // Flash attention in a context of repacked weights (Model::repacked), off by default: on an AMX Xeon ggml
     // 0.5.0's repacked Q4_K products computed wrong rows after it (docs/real-pair.md, "Repacked weights and flash
-    // attention"). On only where the cells must move to a flash-attention context, whose V layout they need.
+    // attention"). On where the cells must move to a flash-attention context, whose V layout they need, and for
+    // drafts, whose proposals it keeps independent of the batch (speculative_decoder.cpp).
     bool repacked_flash_attention = false;
 };
 

@@ -97,6 +97,10 @@ SpeculativeDecoder::SpeculativeDecoder(const Model& target, const Model* draft, 
         ContextOptions draft_options = options;
         if (options.n_threads_draft > 0) draft_options.n_threads = options.n_threads_draft;
         draft_options.batch_invariant_attention = false;  // its kernels move acceptance, never the output
+        // Flash attention's per-row kernel keeps a draft's proposals independent of which sequences share its batch
+        // (mining's rows, -np: Mining.ResumesAfterAnInterruptToTheSameRows); a repacked Q4_K draft that it breaks
+        // (an AMX Xeon: engine/context.cpp) only loses acceptance.
+        draft_options.repacked_flash_attention = true;
         draft_ctx_ = std::make_unique<ModelContext>(*draft, draft_options);
     }
 }
