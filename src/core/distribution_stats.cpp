@@ -290,6 +290,12 @@ double js_divergence(std::span<const float> target_logits, std::span<const float
     return std::clamp(std::log(2.0) - sum_terms / 2, 0.0, std::log(2.0));
 }
 
+float max_abs_difference(std::span<const float> a, std::span<const float> b) {
+    float largest = 0;
+    for (size_t i = 0; i < a.size(); ++i) largest = std::max(largest, std::abs(a[i] - b[i]));
+    return largest;
+}
+
 int32_t argmax(std::span<const float> logits) {
     // One pass: each lane keeps its maximum and the first index where it occurs (strict > keeps the first).
     FloatVec best = broadcast(kMinusInf);

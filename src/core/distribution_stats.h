@@ -35,6 +35,9 @@ KlStats kl_stats(std::span<const float> target_logits, std::span<const float> dr
 // rows of the same length: symmetric, finite (at most log 2) even where one of them is 0.
 double js_divergence(std::span<const float> target_logits, std::span<const float> draft_logits);
 
+// max_i |a[i] - b[i]| of two rows of the same length (0 for empty rows).
+float max_abs_difference(std::span<const float> a, std::span<const float> b);
+
 // Index of the largest logit (the first one on ties).
 int32_t argmax(std::span<const float> logits);
 

@@ -139,6 +139,14 @@ void ModelContext::forward_rows(int32_t sequence_id, std::span<const int32_t> to
     });
 }
 
+void ModelContext::prefill_last_logits(int32_t sequence_id, std::span<const int32_t> tokens, int32_t first_pos,
+                                       std::vector<float>& logits) {
+    forward_rows(sequence_id, tokens, first_pos, [&](size_t, int32_t row) {
+        const std::span<const float> last = this->logits(row);
+        logits.assign(last.begin(), last.end());
+    }, tokens.size() - 1);
+}
+
 std::span<const float> ModelContext::logits(int32_t row) const {
     return {llama_get_logits_ith(ctx_, row), static_cast<size_t>(n_vocab_)};
 }

@@ -69,6 +69,9 @@ public:
     // chunk, not n×V. The chunks are the same whatever first_output is; rows before it skip the output head.
     void forward_rows(int32_t sequence_id, std::span<const int32_t> tokens, int32_t first_pos,
                       const std::function<void(size_t index, int32_t row)>& on_row, size_t first_output = 0);
+    // Prefills `tokens` at positions first_pos.. of one sequence, copying the last token's logits into `logits`.
+    void prefill_last_logits(int32_t sequence_id, std::span<const int32_t> tokens, int32_t first_pos,
+                             std::vector<float>& logits);
     // Output of batch row i of the last decode.
     std::span<const float> logits(int32_t row) const;
     std::span<const float> hidden_state(int32_t row) const;

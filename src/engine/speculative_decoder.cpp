@@ -1,7 +1,6 @@
 #include "engine/speculative_decoder.h"
 
 #include <algorithm>
-#include <cmath>
 #include <utility>
 
 #include <fmt/format.h>
@@ -123,10 +122,7 @@ constexpr float kRepackedPromptTolerance = 5.0F;
 // The last row's logits of `tokens` prefilled in sequence 0 of `ctx`, which is left empty.
 std::vector<float> probe_logits(ModelContext& ctx, std::span<const int32_t> tokens) {
     std::vector<float> logits;
-    ctx.forward_rows(0, tokens, 0, [&](size_t, int32_t row) {
-        const std::span<const float> row_logits = ctx.logits(row);
-        logits.assign(row_logits.begin(), row_logits.end());
-    }, tokens.size() - 1);
+    ctx.prefill_last_logits(0, tokens, 0, logits);
     ctx.truncate(0, 0);
     return logits;
 }
@@ -144,9 +140,7 @@ std::optional<std::string> SpeculativeDecoder::use_repacked_prompts(const Model&
     const std::vector<int32_t> probe = target_.tokenize(kRepackedPromptProbe, /*add_bos=*/true);
     const std::vector<float> repacked = probe_logits(*prompt_ctx, probe);
     const std::vector<float> plain = probe_logits(target_ctx_, probe);
-    float largest_difference = 0;
-    for (size_t i = 0; i < plain.size(); ++i)
-        largest_difference = std::max(largest_difference, std::abs(repacked[i] - plain[i]));
+    const float largest_difference = max_abs_difference(repacked, plain);
     if (argmax(repacked) != argmax(plain) || largest_difference > kRepackedPromptTolerance) {
         return fmt::format("the repacked kernels disagree with the target's on a {}-token prompt on this CPU "
                            "(logits up to {:.1f} apart, next token {} against {})",
@@ -167,10 +161,7 @@ void SpeculativeDecoder::prefill_prompt(int32_t id, std::span<const int32_t> tok
         prompt_ctx_->truncate(id, 0);
     }
     if (logits_out != nullptr) {
-        ctx.forward_rows(id, tokens, first_pos, [&](size_t, int32_t row) {
-            const std::span<const float> logits = ctx.logits(row);
-            logits_out->assign(logits.begin(), logits.end());
-        }, tokens.size() - 1);
+        ctx.prefill_last_logits(id, tokens, first_pos, *logits_out);
     } else {
         ctx.prefill(id, tokens, first_pos);
     }

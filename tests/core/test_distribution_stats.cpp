@@ -225,5 +225,13 @@ TEST(LogitRank, MatchesSortingOnLargeRows) {
     for (size_t r = 0; r < order.size(); r += 997) EXPECT_EQ(logit_rank(logits, order[r]), static_cast<int64_t>(r));
 }
 
+TEST(DistributionStats, MaxAbsDifferenceIsTheLargestGapEitherWay) {
+    const std::vector<float> a = {1.0F, -2.0F, 3.5F};
+    const std::vector<float> b = {1.5F, 2.0F, 3.0F};
+    EXPECT_FLOAT_EQ(max_abs_difference(a, b), 4.0F);
+    EXPECT_FLOAT_EQ(max_abs_difference(b, a), 4.0F);
+    EXPECT_FLOAT_EQ(max_abs_difference(a, a), 0.0F);
+}
+
 }  // namespace
 }  // namespace klspec

@@ -130,10 +130,7 @@ TEST_F(RealPair, GreedySpeculativeOutputIsTargetOnlyOutputUpToNearTies) {
 std::vector<float> prefill_logits(const Model& model, const std::vector<int32_t>& prompt, const ContextOptions& options) {
     ModelContext ctx(model, options);
     std::vector<float> logits;
-    ctx.forward_rows(0, prompt, 0, [&](size_t, int32_t row) {
-        const std::span<const float> last = ctx.logits(row);
-        logits.assign(last.begin(), last.end());
-    }, prompt.size() - 1);
+    ctx.prefill_last_logits(0, prompt, 0, logits);
     return logits;
 }
 
@@ -148,8 +145,7 @@ TEST_F(RealPair, RepackedPrefillPredictsWhatThePlainKernelsPredict) {
     const std::vector<int32_t> prompt = target_->tokenize(chat(long_request()), /*add_bos=*/true, /*parse_special=*/true);
     const std::vector<float> fast = prefill_logits(copy, prompt, pair_context());
     const std::vector<float> plain = prefill_logits(*target_, prompt, pair_context());
-    float largest = 0;
-    for (size_t i = 0; i < plain.size(); ++i) largest = std::max(largest, std::abs(fast[i] - plain[i]));
+    const float largest = max_abs_difference(fast, plain);
     std::cout << "[ pair     ] repacked against plain prefill of " << prompt.size() << " tokens: logits " << largest
               << " apart at most\n";
     EXPECT_EQ(argmax(fast), argmax(plain));
