@@ -20,6 +20,7 @@
 #include "core/judge_factory.h"
 #include "engine/chat_template.h"
 #include "engine/speculative_decoder.h"
+#include "engine/target_loading.h"
 #include "eval/batch_decoding.h"
 
 namespace py = pybind11;
@@ -156,7 +157,9 @@ public:
            const ModelOptions& model_options, bool verbose) {
         set_llama_verbose(verbose);
         validate(context);
-        target_ = std::make_unique<Model>(target, model_options);
+        std::string unrepacked_because;
+        target_ = load_target(target, model_options, context, unrepacked_because);
+        if (!unrepacked_because.empty()) PyErr_WarnEx(PyExc_RuntimeWarning, unrepacked_because.c_str(), 1);
         if (draft) draft_ = std::make_unique<Model>(*draft, draft_model_options(model_options));
         decoder_ = std::make_unique<SpeculativeDecoder>(*target_, draft_.get(), context);
     }

@@ -21,6 +21,12 @@
 #                       cost far less; a batch's logits then sum in another order than a single token's, so
 #                       greedy speculative output may leave target-only output at a near tie of the top-2
 #                       logits, which the tests bound; OFF gives bit-exact token-for-token equality)
+# Always applied: scripts/patches/ggml-repack-q4k-batch-invariant.patch. The pinned ggml's x86 repacked Q4_K
+# `gemm` (four rows at a time) applied the scales once per 64 values where the one-row `gemv` applies them once
+# per 256, so a batch's rows differed from one-token decoding in rounding (0.6 apart in logits on
+# Qwen2.5-Coder-1.5B Q4_K_M). Patched, each row sums its superblock in integers and scales it once, as the
+# `gemv` does: any batch size gives one-token decoding's logits bit for bit, at the same speed
+# (docs/repacked-kernels.md). Its hash is part of the cache key.
 #   KLSPEC_AMX=ON       keep ggml's Intel AMX kernels in a native build (default OFF: in the pinned ggml they
 #                       crash with SIGILL on `tilezero` on some AMX CPUs, e.g. this project's CI machine, on
 #                       Q8_0/Q4_0 weights; upstream fix pending in ggml-org/llama.cpp#26954)
@@ -39,7 +45,7 @@ amx="${KLSPEC_AMX:-OFF}"
 cmake_flags=(-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DGGML_NATIVE="$native" -DGGML_CUDA="$cuda"
              -DGGML_LLAMAFILE="$llamafile" -DGGML_RPC=ON
              -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF)
-patches=()
+patches=("$(cd "$(dirname "$0")" && pwd)/patches/ggml-repack-q4k-batch-invariant.patch")
 if [[ "$vulkan" == ON ]]; then
   cmake_flags+=(-DGGML_VULKAN=ON)
   patches+=("$(cd "$(dirname "$0")" && pwd)/patches/llama-vulkan-older-toolchains.patch")

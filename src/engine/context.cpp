@@ -87,12 +87,9 @@ ModelContext::ModelContext(const Model& model, const ContextOptions& options)
     // partial softmaxes merged, 64 or more rows are tiled. With V in BF16 (K stays F16) every row goes through
     // the one per-row kernel, which gives one-token logits bit for bit at any context length. llama.cpp casts
     // an F32 cache to F16 for flash attention, so F32 would not do; BF16 keeps F16's size and range.
-    // Repacked, a batch's rows and a single token run different kernels anyway, and after flash attention the
-    // repacked Q4_K products of prompts of nine or more tokens came out wrong on an AMX Xeon (logits 18.9 apart,
-    // llama.cpp's own tools alike); without it they agree with the plain kernels (docs/real-pair.md).
-    if (model.repacked() && !options.repacked_flash_attention) {
-        params.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
-    } else if (options.batch_invariant_attention && model.cpu_resident()) {
+    // Repacked weights need nothing more: klspec's patched ggml gives their batches one token's products
+    // (scripts/patches/, checked at load by load_target).
+    if (options.batch_invariant_attention && model.cpu_resident()) {
         params.type_v = GGML_TYPE_BF16;
     }
     ctx_ = llama_init_from_model(model.get(), params);

@@ -23,11 +23,6 @@ struct ContextOptions {
     // One attention kernel for one token and for a batch (a BF16 V cache, on the CPU: context.cpp says why), so
     // that verification gives one-token decoding's logits exactly. On for targets; a draft's speed matters more.
     bool batch_invariant_attention = true;
-    // Flash attention in a context of repacked weights (Model::repacked), off by default: on an AMX Xeon ggml
-    // 0.5.0's repacked Q4_K products computed wrong rows after it (docs/real-pair.md, "Repacked weights and flash
-    // attention"). On where the cells must move to a flash-attention context, whose V layout they need, and for
-    // drafts, whose proposals it keeps independent of the batch (speculative_decoder.cpp).
-    bool repacked_flash_attention = false;
 };
 
 // The tokens of one llama_decode call, from any number of sequences. Reused between calls.

@@ -27,13 +27,11 @@ struct ModelOptions {
     // The tokenizer and metadata only (llama.cpp's vocab-only GGUFs): tokenize and chat templates work, a
     // context does not.
     bool vocab_only = false;
-    // Let llama.cpp repack quantized weights for the CPU's interleaved kernels (llama.cpp's default). Repacked, a
-    // batch's rows in groups of four and a single token run different kernels whose logits differ by far more
-    // than rounding (0.58 on Qwen2.5-Coder-1.5B Q4_K_M, 2.1 on Gemma 3 270M Q4_K_M: docs/real-pair.md), so greedy
-    // verification can pick another token than target-only decoding at a clear lead. Off by default for a target,
-    // so that speculative output is target-only output; a draft's kernels only move its acceptance, so open_session
-    // repacks drafts.
-    bool repack = false;
+    // Let llama.cpp repack quantized weights for the CPU's interleaved kernels (llama.cpp's default, and klspec's).
+    // The pinned ggml's x86 repacked Q4_K kernel summed a batch's rows in another order than one token's (logits
+    // 0.6 apart on Qwen2.5-Coder-1.5B Q4_K_M); klspec's patched ggml gives them one token's logits bit for bit,
+    // which load_target (engine/target_loading.h) checks before it keeps a target repacked.
+    bool repack = true;
 };
 
 // A draft's options from its target's: the same, but repacked, since what a draft proposes is verified (its

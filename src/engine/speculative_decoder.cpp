@@ -96,10 +96,6 @@ SpeculativeDecoder::SpeculativeDecoder(const Model& target, const Model* draft, 
         ContextOptions draft_options = options;
         if (options.n_threads_draft > 0) draft_options.n_threads = options.n_threads_draft;
         draft_options.batch_invariant_attention = false;  // its kernels move acceptance, never the output
-        // Flash attention's per-row kernel keeps a draft's proposals independent of which sequences share its batch
-        // (mining's rows, -np: Mining.ResumesAfterAnInterruptToTheSameRows); a repacked Q4_K draft that it breaks
-        // (an AMX Xeon: engine/context.cpp) only loses acceptance.
-        draft_options.repacked_flash_attention = true;
         draft_ctx_ = std::make_unique<ModelContext>(*draft, draft_options);
     }
 }
@@ -135,7 +131,6 @@ std::optional<std::string> SpeculativeDecoder::use_repacked_prompts(const Model&
         throw Error(fmt::format("the prompt model {} is not the target {}", repacked_target.path(), target_.path()));
     ContextOptions options = context_options_;
     options.hidden_states = false;            // verification rows read hidden states; prompt rows do not
-    options.repacked_flash_attention = true;  // its cells move into the target's context, which has it
     auto prompt_ctx = std::make_unique<ModelContext>(repacked_target, options);
     const std::vector<int32_t> probe = target_.tokenize(kRepackedPromptProbe, /*add_bos=*/true);
     const std::vector<float> repacked = probe_logits(*prompt_ctx, probe);

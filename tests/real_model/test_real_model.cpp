@@ -38,15 +38,9 @@ const std::vector<std::string> kPrompts = {
     "Question: Tom has 3 apples and buys 5 more. How many apples does he have now?\nAnswer:"};
 constexpr int32_t kTokens = 32;
 
-// The models as the tests load them: without llama.cpp's repacking of quantized weights (--no-repack), whose
-// interleaved kernels give a batch other logits than a single token (up to 2.1 apart on this model), so that
-// greedy verification picks exactly what target-only decoding picks up to the near-tie rule of test_support.h.
-// KLSPEC_TEST_REPACK=1 loads them repacked, as llama.cpp does by default, to measure that difference.
-ModelOptions real_model_options() {
-    ModelOptions options = test::offload();
-    options.repack = std::getenv("KLSPEC_TEST_REPACK") != nullptr;
-    return options;
-}
+// The models as the tests load them: as klspec does by default, repacked for the CPU's interleaved kernels, which
+// klspec's patched ggml makes give a batch one token's logits (the stock ones left them 2.1 apart on this model).
+ModelOptions real_model_options() { return test::offload(); }
 
 ContextOptions real_context(bool hidden_states = false) {
     ContextOptions options;

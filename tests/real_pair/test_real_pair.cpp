@@ -83,21 +83,30 @@ TEST_F(RealPair, IsQwen2WithOneVocabularyAndASmallerDraft) {
     EXPECT_STREQ(arch, "qwen2");
 }
 
-// The premise of the near-tie rule on this target as loaded by default: batched (verification) and one-token
-// (target-only) logits differ by less than half its gap. Batches of 17, a γ-16 verification; a short request and
-// one past 256 cells, where one token's attention over 512 padded cells was split across the threads while a
-// batch's was not (logits 0.66 apart, 3 of 16 HumanEval answers changed, before the BF16 V cache: context.cpp).
-// KLSPEC_TEST_REPACK=1 loads the target repacked (--repack) to measure that difference.
-TEST_F(RealPair, BatchedAndOneTokenLogitsDifferByLessThanHalfTheGap) {
-    ContextOptions verification = pair_context();
-    verification.n_batch = 17;
-    ModelOptions options = test::offload();
-    options.repack = std::getenv("KLSPEC_TEST_REPACK") != nullptr;
-    const double difference =
-        test::max_batch_single_difference(kTarget, {chat(kRequests[0]), chat(long_request())}, 32, verification, options);
-    std::cout << "[ pair     ] largest batched - single logit difference " << difference << " ("
-              << (options.repack ? "repacked" : "not repacked, the default") << ")\n";
-    EXPECT_LT(difference, test::near_tie_gap() / 2);
+// Batched (verification) and one-token (target-only) logits are equal bit for bit on this target, repacked (the
+// default) and not: 32 teacher-forced tokens in batches of 3 (ggml's one-row kernel only), 4 and 5 (the repacked
+// four-row kernel, then one row), 17 (a γ-16 verification); a short request and one past 256 cells, where one
+// token's attention over 512 padded cells was split across the threads while a batch's was not (logits 0.66 apart,
+// 3 of 16 HumanEval answers changed, before the BF16 V cache: context.cpp). Repacked, the stock ggml's four-row
+// Q4_K kernel left them 0.6 apart (scripts/patches/ggml-repack-q4k-batch-invariant.patch).
+TEST_F(RealPair, BatchedAndOneTokenLogitsAreEqualBitForBit) {
+    for (const bool repack : {true, false}) {
+        for (const int32_t rows : repack ? std::vector<int32_t>{3, 4, 5, 17} : std::vector<int32_t>{17}) {
+            ContextOptions verification = pair_context();
+            verification.n_batch = rows;
+            ModelOptions options = test::offload();
+            options.repack = repack;
+            const double difference = test::max_batch_single_difference(
+                kTarget, {chat(kRequests[0]), chat(long_request())}, 32, verification, options);
+            std::cout << "[ pair     ] " << (repack ? "repacked" : "unrepacked") << ", batches of " << rows
+                      << ": largest batched - single logit difference " << difference << "\n";
+            if (test::offloaded()) {
+                EXPECT_LT(difference, test::near_tie_gap() / 2);
+            } else {
+                EXPECT_EQ(difference, 0) << (repack ? "repacked" : "unrepacked") << ", batches of " << rows;
+            }
+        }
+    }
 }
 
 TEST_F(RealPair, GreedySpeculativeOutputIsTargetOnlyOutputUpToNearTies) {
@@ -134,17 +143,23 @@ std::vector<float> prefill_logits(const Model& model, const std::vector<int32_t>
     return logits;
 }
 
-// --repack on the real target: a prompt prefilled by llama.cpp's repacked Q4_K kernels predicts what the plain
+// The target unrepacked (--no-repack), as the --repack-prompt tests below need it.
+ModelOptions unrepacked_options() {
+    ModelOptions options = test::offload();
+    options.repack = false;
+    return options;
+}
+
+// The default, repacked target: a prompt prefilled by llama.cpp's repacked Q4_K kernels predicts what the plain
 // kernels predict, their logits as close as the kernels' rounding leaves them (0.6 on an AVX2 EPYC). With flash
-// attention the repacked products came out wrong on an AMX Xeon from nine prompt tokens on (18.9 apart, garbage
-// text), so a repacked context computes attention without it (engine/context.cpp).
+// attention the stock repacked products came out wrong on an AMX Xeon from nine prompt tokens on (18.9 apart,
+// garbage text); load_target's probe keeps such a CPU's targets unrepacked (engine/target_loading.h).
 TEST_F(RealPair, RepackedPrefillPredictsWhatThePlainKernelsPredict) {
-    ModelOptions repacked = test::offload();
-    repacked.repack = true;
-    const Model copy(kTarget, repacked);
+    const Model plain_target(kTarget, unrepacked_options());
+    ASSERT_TRUE(target_->repacked());
     const std::vector<int32_t> prompt = target_->tokenize(chat(long_request()), /*add_bos=*/true, /*parse_special=*/true);
-    const std::vector<float> fast = prefill_logits(copy, prompt, pair_context());
-    const std::vector<float> plain = prefill_logits(*target_, prompt, pair_context());
+    const std::vector<float> fast = prefill_logits(*target_, prompt, pair_context());
+    const std::vector<float> plain = prefill_logits(plain_target, prompt, pair_context());
     const float largest = max_abs_difference(fast, plain);
     std::cout << "[ pair     ] repacked against plain prefill of " << prompt.size() << " tokens: logits " << largest
               << " apart at most\n";
@@ -152,18 +167,17 @@ TEST_F(RealPair, RepackedPrefillPredictsWhatThePlainKernelsPredict) {
     EXPECT_LT(largest, 2.0F);
 }
 
-// --repack-prompt on the real target: prompts prefilled by a repacked copy (llama.cpp's interleaved Q4_K kernels,
+// --no-repack --repack-prompt on the real target: prompts prefilled by a repacked copy (llama.cpp's interleaved Q4_K kernels,
 // whose logits differ from the unrepacked ones), decoding on the unrepacked target. Target-only and speculative
 // decoding prefill alike, so their greedy answers are equal token for token, fresh and with the prompt cache
 // reused; the first token is the unrepacked prompt's, and its logprob shows that the copy's kernels, not the
 // target's, ran the prompt. Skipped where use_repacked_prompts finds the copy's kernels wrong (an AMX Xeon).
 TEST_F(RealPair, RepackedPromptsKeepSpeculativeOutputTargetOnlyOutput) {
-    ModelOptions repacked = test::offload();
-    repacked.repack = true;
-    const Model copy(kTarget, repacked);
-    SpeculativeDecoder target_only(*target_, nullptr, pair_context());
-    SpeculativeDecoder speculative(*target_, draft_, pair_context());
-    SpeculativeDecoder unrepacked(*target_, nullptr, pair_context());
+    const Model plain_target(kTarget, unrepacked_options());
+    const Model& copy = *target_;  // the default: repacked
+    SpeculativeDecoder target_only(plain_target, nullptr, pair_context());
+    SpeculativeDecoder speculative(plain_target, draft_, pair_context());
+    SpeculativeDecoder unrepacked(plain_target, nullptr, pair_context());
     if (std::optional<std::string> why_not = target_only.use_repacked_prompts(copy)) GTEST_SKIP() << *why_not;
     ASSERT_EQ(speculative.use_repacked_prompts(copy), std::nullopt);
     GenerationOptions options;
