@@ -8,8 +8,9 @@
 Four streaming clients (bench/serving/serve_load.py) send the first 8 HumanEval problems in EvalPlus's chat
 prompt (as `klspec bench` renders them), greedy, to each server in turn, every server started alike with 4 slots
 and `-t 2`:
-  * klspec serve with the draft at its defaults (the automatic γ; the target unrepacked, for exactness);
-  * the same with --repack (llama.cpp's kernels for the target: the same as llama-server's);
+  * klspec serve with the draft at its defaults (the automatic γ; the target repacked, exact with klspec's patched
+    ggml: docs/repacked-kernels.md);
+  * the same with --no-repack (the plain kernels: the exact mode before the patch);
   * llama-server without a draft, and with the draft (`--spec-type draft-simple`, γ 3, its default).
 --passes interleaved passes, the second in reverse order; the table gives each pass's tokens/s (all clients'
 tokens over the wall time), the ratio to llama-server without a draft in the same pass, and the server's CPU time
@@ -46,9 +47,9 @@ def rendered_prompts(klspec, target, work):
 def servers(klspec, llama_server, target, draft):
     slots = ["-np", "4", "-t", "2"]
     return {
-        "klspec serve, draft, automatic γ": [klspec, "serve", "-m", target, "-md", draft, *slots, "-c", "1024"],
-        "klspec serve, draft, --repack": [klspec, "serve", "-m", target, "-md", draft, *slots, "-c", "1024",
-                                          "--repack"],
+        "klspec serve, draft, defaults": [klspec, "serve", "-m", target, "-md", draft, *slots, "-c", "1024"],
+        "klspec serve, draft, --no-repack": [klspec, "serve", "-m", target, "-md", draft, *slots, "-c", "1024",
+                                             "--no-repack"],
         "llama-server, no draft": [llama_server, "-m", target, *slots, "-c", "4096", "--no-webui"],
         "llama-server, draft γ 3": [llama_server, "-m", target, "-md", draft, "--spec-type", "draft-simple",
                                     *slots, "-td", "2", "-c", "4096", "--no-webui"],

@@ -136,8 +136,8 @@ def klspec_server(log_dir, name, model, *extra):
 
 def llama_server(log_dir, name, model, *extra):
     port = free_port()
-    # Unrepacked and with V cached in BF16, as klspec loads a target (its defaults): the same kernels in both.
-    return Server([LLAMA_SERVER, "-m", model, "--port", str(port), "-np", "1", "--no-webui", "--no-repack", "-ctv", "bf16", *extra,
+    # Repacked and with V cached in BF16, as klspec loads a target (its defaults): the same (patched) kernels in both.
+    return Server([LLAMA_SERVER, "-m", model, "--port", str(port), "-np", "1", "--no-webui", "-ctv", "bf16", *extra,
                    *COMMON], log_dir, name, port)
 
 
