@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/judge_factory.h"
 #include "engine/decoder_helpers.h"
+#include "engine/target_loading.h"
 
 namespace klspec {
 
@@ -107,10 +108,8 @@ double SpeculativeDecoder::llama_decode_seconds() const {
 
 namespace {
 
-// use_repacked_prompts' check: a prompt of some forty tokens (the fault it guards against showed from nine on).
-constexpr const char* kRepackedPromptProbe =
-    "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n    a, b = 0, 1\n"
-    "    for _ in range(n):\n        a, b = b, a + b\n    return a\n";
+// use_repacked_prompts' check decodes kKernelProbeText (target_loading.h), some forty tokens: the fault it
+// guards against showed from nine on.
 // The repacked and plain kernels' logits differ by 0.6 (Qwen2.5-Coder-1.5B) to 2.1 (Gemma 3 270M); the fault on
 // an AMX Xeon by 18.9 (docs/real-pair.md).
 constexpr float kRepackedPromptTolerance = 5.0F;
@@ -132,7 +131,7 @@ std::optional<std::string> SpeculativeDecoder::use_repacked_prompts(const Model&
     ContextOptions options = context_options_;
     options.hidden_states = false;            // verification rows read hidden states; prompt rows do not
     auto prompt_ctx = std::make_unique<ModelContext>(repacked_target, options);
-    const std::vector<int32_t> probe = target_.tokenize(kRepackedPromptProbe, /*add_bos=*/true);
+    const std::vector<int32_t> probe = target_.tokenize(kKernelProbeText, /*add_bos=*/true);
     const std::vector<float> repacked = probe_logits(*prompt_ctx, probe);
     const std::vector<float> plain = probe_logits(target_ctx_, probe);
     const float largest_difference = max_abs_difference(repacked, plain);

@@ -1,18 +1,17 @@
 #include "engine/target_loading.h"
 
 #include <algorithm>
-#include <cmath>
 #include <vector>
 
 #include <fmt/format.h>
 #include <gguf.h>
 
+#include "core/distribution_stats.h"
+
 namespace klspec {
 
 namespace {
 
-constexpr const char* kProbeText =
-    "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n    a, b = 0, 1\n";
 // Three groups of four rows: on AVX-512 Xeons the stock repacked Q4_K products went wrong from five rows (with
 // flash attention), on an AMX Xeon from nine (docs/real-pair.md).
 constexpr size_t kProbeRows = 12;
@@ -38,7 +37,7 @@ bool has_repackable_weights(const std::string& path) {
 }  // namespace
 
 float batch_logit_difference(const Model& model, const ContextOptions& options) {
-    std::vector<int32_t> probe = model.tokenize(kProbeText, /*add_bos=*/true);
+    std::vector<int32_t> probe = model.tokenize(kKernelProbeText, /*add_bos=*/true);
     probe.resize(std::min(probe.size(), kProbeRows));
     ContextOptions scratch = options;
     scratch.n_sequences = 1;
@@ -54,8 +53,7 @@ float batch_logit_difference(const Model& model, const ContextOptions& options) 
     float largest = 0;
     for (size_t i = 0; i < probe.size(); ++i) {
         ctx.forward_rows(0, std::span(probe).subspan(i, 1), static_cast<int32_t>(i), [&](size_t, int32_t row) {
-            const std::span<const float> logits = ctx.logits(row);
-            for (size_t t = 0; t < logits.size(); ++t) largest = std::max(largest, std::fabs(logits[t] - batched[i][t]));
+            largest = std::max(largest, max_abs_difference(ctx.logits(row), batched[i]));
         });
     }
     return largest;

@@ -9,6 +9,12 @@
 
 namespace klspec {
 
+// Some forty tokens of code that the kernel checks decode: load_target's batch probe and --repack-prompt's check
+// (SpeculativeDecoder::use_repacked_prompts).
+inline constexpr const char* kKernelProbeText =
+    "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n    a, b = 0, 1\n"
+    "    for _ in range(n):\n        a, b = b, a + b\n    return a\n";
+
 // The largest difference between the logits of a short probe decoded as one batch and one token at a time, in a
 // scratch context of `options` (0: the model's kernels are batch-invariant here). ggml's repacked kernels take a
 // batch's rows in fours and the rest one by one; the probe's twelve rows go through the first, its single tokens
