@@ -10,6 +10,7 @@ prompt (as `klspec bench` renders them), greedy, to each server in turn, every s
 and `-t 2`:
   * klspec serve with the draft at its defaults (the automatic γ; the target repacked, exact with klspec's patched
     ggml: docs/repacked-kernels.md);
+  * klspec serve without a draft (what the draft's prefills and probes cost the defaults);
   * the same with --no-repack (the plain kernels: the exact mode before the patch);
   * llama-server without a draft, and with the draft (`--spec-type draft-simple`, γ 3, its default).
 --passes interleaved passes, the second in reverse order; the table gives each pass's tokens/s (all clients'
@@ -48,6 +49,7 @@ def servers(klspec, llama_server, target, draft):
     slots = ["-np", "4", "-t", "2"]
     return {
         "klspec serve, draft, defaults": [klspec, "serve", "-m", target, "-md", draft, *slots, "-c", "1024"],
+        "klspec serve, no draft": [klspec, "serve", "-m", target, *slots, "-c", "1024"],
         "klspec serve, draft, --no-repack": [klspec, "serve", "-m", target, "-md", draft, *slots, "-c", "1024",
                                              "--no-repack"],
         "llama-server, no draft": [llama_server, "-m", target, *slots, "-c", "4096", "--no-webui"],
@@ -73,6 +75,8 @@ def main():
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--work", type=Path, default=Path.home() / ".cache/klspec/real-pair-np4")
     parser.add_argument("--no-llama-draft", action="store_true", help="leave out llama-server with the draft")
+    parser.add_argument("--servers", help="only the servers whose names contain one of these comma-separated words "
+                        "(llama-server without a draft, the reference, always runs)")
     parser.add_argument("--json", action="store_true", help="print the results as one JSON object")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
@@ -81,6 +85,10 @@ def main():
     commands = servers(args.klspec, llama_server_binary(), target, draft)
     if args.no_llama_draft:
         del commands["llama-server, draft γ 3"]
+    if args.servers:
+        words = args.servers.split(",")
+        commands = {name: command for name, command in commands.items()
+                    if name == "llama-server, no draft" or any(word in name for word in words)}
     results = {name: [] for name in commands}
     for p in range(args.passes):
         for name in (list(commands) if p % 2 == 0 else list(reversed(commands))):

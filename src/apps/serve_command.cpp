@@ -24,6 +24,7 @@ struct ServeOptions {
     bool no_cache_prompt = false;
     int32_t cache_reuse = 0;
     int64_t cache_ram_mib = 8192;  // llama-server's default
+    int32_t prefill_chunk = 256;
     bool add_bos_to_token_prompts = false;
     std::string api_key_file;
     int drain_timeout_s = 30;
@@ -86,6 +87,7 @@ void run_serve(const ServeOptions& options) {
         generation.first_token_from_prompt = true;  // as llama-server: the first token from the prompt's logits
         generation.cache_reuse_min_chunk = options.cache_reuse;
         session.decoder->use_prompt_cache(options.cache_ram_mib < 0 ? -1 : options.cache_ram_mib << 20);
+        session.decoder->set_prefill_chunk(options.prefill_chunk);
         server::RequestDefaults defaults{.generation = generation, .judge = run.judge, .n_ctx = run.context.n_ctx,
                                          .n_batch = run.context.n_batch};
         defaults.add_bos_to_token_prompts = options.add_bos_to_token_prompts;
@@ -168,6 +170,12 @@ void register_serve_command(CLI::App& app) {
                     "more with them than with any free slot (clients cycling through more prompts than there are "
                     "slots then prefill each prompt once)")
         ->capture_default_str()->check(CLI::Range(int64_t{-1}, int64_t{1} << 40));
+    cmd->add_option("--prefill-chunk", options->prefill_chunk,
+                    "Chunked prefill: a new request's prompt goes in chunks of at most N tokens, each in one decoding "
+                    "step's batch beside the running requests' rows, so their streams keep flowing while a long prompt "
+                    "arrives (as vLLM's chunked prefill; llama-server puts up to -b tokens in one batch). The output is "
+                    "the same either way. 0: each prompt is prefilled whole before the next step")
+        ->capture_default_str()->check(CLI::NonNegativeNumber);
     cmd->add_flag("--add-bos-to-token-prompts", options->add_bos_to_token_prompts,
                   "Prepend the BOS token to a token-id prompt that does not start with it, where the model's text "
                   "prompts get one (lm-evaluation-harness's remote tokenizer sends ids without it); the request field "

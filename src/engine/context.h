@@ -86,6 +86,7 @@ public:
 
     int32_t n_ctx() const { return n_ctx_; }  // per sequence
     int32_t n_sequences() const { return n_sequences_; }
+    int32_t n_batch() const { return n_batch_; }  // tokens one decode() takes at most
     bool has_hidden_states() const { return hidden_states_; }
     const Model& model() const { return model_; }
     // Wall time spent inside llama_decode, the device's work included, since the context was created.

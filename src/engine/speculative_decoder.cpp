@@ -213,20 +213,26 @@ Sequence SpeculativeDecoder::start(int32_t id, std::vector<int32_t> prompt_token
         std::span<const int32_t>(prompt_tokens)
             .subspan(static_cast<size_t>(target_reused))
             .first(cached_prompt.size() - static_cast<size_t>(target_reused) + (logits_from_prompt ? 1 : 0));
-    if (!to_prefill.empty())
+    // Chunked: the steps prefill it (a request that generates nothing is an editor's background one: whole, now).
+    const bool in_chunks = prefill_chunk_ > 0 && !prompt_ctx_ && seq.options_.max_tokens > 0;
+    if (in_chunks) {
+        seq.prompt_left_ = to_int(to_prefill.size());
+    } else if (!to_prefill.empty()) {
         prefill_prompt(id, to_prefill, target_reused, logits_from_prompt ? &seq.prompt_logits_ : nullptr);
+    }
     // The draft's prefill waits for the sequence's first drafted step (prefill_draft_gaps): a prompt that the
     // automatic γ never drafts on costs the draft nothing (it cost 0.6x target-only's prompt rate).
     if (draft_ctx_) draft_ctx_->truncate(id, draft_reused);
     stats.prompt_seconds = seconds_since(start);
     stats.prompt_cached_tokens = target_reused;
+    seq.prompt_start_ = start;
     seq.tokens_ = std::move(prompt_tokens);
     // A reasoning span may open in the prompt (templates that start the answer with <think>); an until
     // span counts the output alone (a prompt's exemplars hold the string too).
     if (seq.options_.judge_span.kind == JudgeSpan::Kind::Between)
         for (const int32_t token : seq.tokens_) seq.span_.feed(target_.piece(token, /*special=*/true));
     if (ngram_) ngram_->begin(id, seq.tokens_);
-    seq.target_cached_ = to_int(seq.tokens_.size()) - 1;
+    seq.target_cached_ = seq.prompt_left_ > 0 ? target_reused : to_int(seq.tokens_.size()) - 1;
     seq.draft_cached_ = draft_reused;
     seq.generation_start_ = Clock::now();
     // Nothing to generate (llama.vim's background requests pre-evaluate a chunk so): finished now, and with
@@ -272,6 +278,11 @@ int32_t SpeculativeDecoder::reuse_kept_cells(ModelContext& ctx, int32_t id, std:
     });
 }
 
+void SpeculativeDecoder::set_prefill_chunk(int32_t tokens) {
+    if (tokens < 0) throw Error(fmt::format("prefill chunk must be >= 0 tokens, got {}", tokens));
+    prefill_chunk_ = tokens;
+}
+
 void SpeculativeDecoder::use_prompt_cache(int64_t max_bytes) {
     prompt_cache_ = max_bytes == 0 ? nullptr : std::make_unique<PromptCache>(max_bytes);
 }
@@ -314,8 +325,10 @@ GenerationResult SpeculativeDecoder::generate(const std::string& prompt, Generat
 void SpeculativeDecoder::step(std::span<Sequence* const> sequences, const StepCallback& on_step) {
     std::vector<Sequence*>& active = active_;
     std::vector<Sequence*>& answered = answered_by_prompt_;
+    std::vector<Sequence*>& prefilling = prefilling_;
     active.clear();
     answered.clear();
+    prefilling.clear();
     for (Sequence* seq : sequences) {
         if (seq->finished_) continue;
         // The step's target batch needs one free position at least.
@@ -324,17 +337,13 @@ void SpeculativeDecoder::step(std::span<Sequence* const> sequences, const StepCa
             finish(*seq, on_step);
             continue;
         }
-        (seq->prompt_logits_.empty() ? active : answered).push_back(seq);
+        if (seq->prompt_left_ > 0) prefilling.push_back(seq);
+        else (seq->prompt_logits_.empty() ? active : answered).push_back(seq);
     }
-    // A sequence with the prompt's logits emits its first token from them: no draft, no target row.
-    for (Sequence* seq : answered) {
-        seq->gamma_ = 0;
-        seq->drafted_.clear();
-        seq->ngram_drafts_ = false;
-        seq->ngram_found_ = 0;
-    }
+    if (active.empty() && !prefilling.empty()) verify_all(active, prefilling);
     if (active.empty()) {
-        for (Sequence* seq : answered) judge_emit_roll_back(*seq, on_step);
+        complete_prompt_chunks(prefilling, answered);
+        emit_prompt_answers(answered, on_step);
         return;
     }
     step_cost_ = {};
@@ -342,7 +351,8 @@ void SpeculativeDecoder::step(std::span<Sequence* const> sequences, const StepCa
     const double verify_before = target_ctx_.decode_seconds();
     const double draft_before = draft_ctx_ ? draft_ctx_->decode_seconds() : 0.0;
     draft_all(active);
-    verify_all(active);
+    verify_all(active, prefilling);
+    complete_prompt_chunks(prefilling, answered);
     if (step_cost_observer_) {
         step_cost_.verify_seconds = target_ctx_.decode_seconds() - verify_before;
         step_cost_.draft_seconds = draft_ctx_ ? draft_ctx_->decode_seconds() - draft_before : 0.0;
@@ -351,11 +361,22 @@ void SpeculativeDecoder::step(std::span<Sequence* const> sequences, const StepCa
             step_cost_.emitted -= to_int(seq->result_.tokens.size());
         }
     }
-    for (Sequence* seq : answered) judge_emit_roll_back(*seq, on_step);
+    emit_prompt_answers(answered, on_step);
     for (Sequence* seq : active) judge_emit_roll_back(*seq, on_step);
     if (step_cost_observer_) {
         for (const Sequence* seq : active) step_cost_.emitted += to_int(seq->result_.tokens.size());
         step_cost_observer_(step_cost_);
+    }
+}
+
+void SpeculativeDecoder::emit_prompt_answers(std::span<Sequence* const> answered, const StepCallback& on_step) {
+    // A sequence with the prompt's logits emits its first token from them: no draft, no target row.
+    for (Sequence* seq : answered) {
+        seq->gamma_ = 0;
+        seq->drafted_.clear();
+        seq->ngram_drafts_ = false;
+        seq->ngram_found_ = 0;
+        judge_emit_roll_back(*seq, on_step);
     }
 }
 

@@ -133,6 +133,11 @@ private:
     std::shared_ptr<const Judge> judge_;
     std::vector<int32_t> tokens_;   // prompt + accepted output
     int32_t target_cached_ = 0;     // positions cached in the target (all but the last token)
+    // Chunked prefill (SpeculativeDecoder::set_prefill_chunk): prompt tokens still to prefill in later steps'
+    // batches, target_cached_ counting those done; and how many this step's batch holds.
+    int32_t prompt_left_ = 0;
+    int32_t prompt_in_batch_ = 0;
+    std::chrono::steady_clock::time_point prompt_start_;  // when start() began: a prompt's time runs to its last chunk
     int32_t draft_cached_ = 0;      // positions cached in the draft
     // Tokens before the last one that the draft has not read (the prompt, deferred; a target-only spell): one is
     // a step's usual catch-up, read in its first draft call; more are prefilled first (prefill_draft_gaps).
@@ -243,6 +248,11 @@ public:
     // prompt cache (--cache-ram). Sequences with cache_prompt only. The cells come back bit for bit, so the output
     // is a cold prompt's.
     void use_prompt_cache(int64_t max_bytes);
+    // Chunked prefill (vLLM's, llama-server's mixed batches): a sequence's prompt is no longer prefilled whole in
+    // start() but `tokens` at most a step, in the same target batch as the running sequences' verification rows,
+    // so their streams keep flowing while a long prompt arrives. 0 (the default): whole, in start(). Batch-invariant
+    // kernels make a prompt's cells the same either way. Not with use_repacked_prompts, whose prompts stay whole.
+    void set_prefill_chunk(int32_t tokens);
     const PromptCache* prompt_cache() const { return prompt_cache_.get(); }
     void set_observer(JudgeObserver observer) { observer_ = std::move(observer); }
     void set_step_cost_observer(StepCostObserver observer) { step_cost_observer_ = std::move(observer); }
@@ -333,10 +343,19 @@ private:
     };
     DraftPick pick_draft_token(Sequence& seq, int32_t row);
 
-    // 2. Verification (verification.cpp): every sequence's `last` and drafts in ONE target batch.
-    void verify_all(std::span<Sequence* const> active);
+    // 2. Verification (verification.cpp): every sequence's `last` and drafts in ONE target batch, and the
+    // prefilling sequences' next prompt chunks in the room the batch has left (set_prefill_chunk).
+    void verify_all(std::span<Sequence* const> active, std::span<Sequence* const> prefilling);
+    // Each prefilling sequence's share of this step's prompt rows, in order, `room` rows in all; returns the sum.
+    int32_t plan_prompt_chunks(std::span<Sequence* const> prefilling, int32_t room);
+    void add_prompt_chunk(Sequence& seq);
+    // After the batch: advances each chunk's sequence; those whose prompt is complete get its timing, and with
+    // first_token_from_prompt the logits of its last token, and join `answered`.
+    void complete_prompt_chunks(std::span<Sequence* const> prefilling, std::vector<Sequence*>& answered);
     // The target's row i of the sequence's step: of the verification batch, or the prompt's logits.
     std::span<const float> target_row(const Sequence& seq, int32_t i) const;
+    // The first token of each sequence that holds its prompt's logits (first_token_from_prompt), stages 3-6 alone.
+    void emit_prompt_answers(std::span<Sequence* const> answered, const StepCallback& on_step);
     // 3-6 for one sequence: the acceptance run, the evidence and statistics, emission, rollback.
     void judge_emit_roll_back(Sequence& seq, const StepCallback& on_step);
     class StepPositions;  // what the acceptance step reads at each draft position
@@ -385,6 +404,8 @@ private:
     // sequence's row in the current draft batch.
     std::vector<Sequence*> active_;
     std::vector<Sequence*> answered_by_prompt_;  // sequences whose step reads the prompt's logits
+    std::vector<Sequence*> prefilling_;          // sequences whose prompt is still coming in chunks
+    int32_t prefill_chunk_ = 0;                  // set_prefill_chunk's
     std::vector<Sequence*> drafting_;
     std::vector<int32_t> draft_rows_of_;
     std::vector<int32_t> draft_caps_;     // each active sequence's largest γ this step

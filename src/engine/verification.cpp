@@ -1,6 +1,7 @@
 // Stages 2-6 of a step: verification (every sequence's `last` and drafts in ONE target batch), then per
 // sequence the acceptance run (core/acceptance.h), the cost model's evidence and the statistics, the observer,
 // emission with the stop rules, and the rollback of both caches to the accepted tokens.
+#include <algorithm>
 #include <utility>
 
 #include "engine/decoder_helpers.h"
@@ -13,11 +14,13 @@ using detail::seconds_since;
 using detail::step_logprobs;
 using detail::to_int;
 
-void SpeculativeDecoder::verify_all(std::span<Sequence* const> active) {
+void SpeculativeDecoder::verify_all(std::span<Sequence* const> active, std::span<Sequence* const> prefilling) {
     const auto start = Clock::now();
-    int32_t needed = 0;
-    for (const Sequence* seq : active) needed += 1 + to_int(seq->drafted_.size());
-    target_batch_.reserve(needed);
+    int32_t verify_rows = 0;
+    for (const Sequence* seq : active) verify_rows += 1 + to_int(seq->drafted_.size());
+    const int32_t prompt_rows =
+        plan_prompt_chunks(prefilling, std::min(prefill_chunk_, target_ctx_.n_batch() - verify_rows));
+    target_batch_.reserve(verify_rows + prompt_rows);
     target_batch_.clear();
     for (Sequence* seq : active) {
         int32_t pos = seq->target_cached_;
@@ -26,15 +29,58 @@ void SpeculativeDecoder::verify_all(std::span<Sequence* const> active) {
         for (const int32_t token : seq->drafted_)
             if (token < n_target_vocab_) target_batch_.add(token, pos++, seq->id_, true);
     }
+    for (Sequence* seq : prefilling) add_prompt_chunk(*seq);
     const double llama_start = target_ctx_.decode_seconds();
     target_ctx_.decode(target_batch_);
     const double seconds = seconds_since(start);
     const double llama_seconds = target_ctx_.decode_seconds() - llama_start;
-    if (measure_costs_) detail::record_cost(verify_costs_, target_batch_, llama_seconds);
+    // The cost model prices verification batches; one carrying a prompt chunk would skew its curve.
+    if (measure_costs_ && prompt_rows == 0) detail::record_cost(verify_costs_, target_batch_, llama_seconds);
     for (Sequence* seq : active) {
         ++seq->result_.stats.target_calls;
         seq->result_.stats.verify_seconds += seconds;
         seq->result_.stats.llama_decode_seconds += llama_seconds;
+    }
+}
+
+int32_t SpeculativeDecoder::plan_prompt_chunks(std::span<Sequence* const> prefilling, int32_t room) {
+    // In slot order, as llama-server fills its batch: an earlier prompt finishes first.
+    int32_t planned = 0;
+    for (Sequence* seq : prefilling) {
+        seq->prompt_in_batch_ = std::clamp(room - planned, 0, seq->prompt_left_);
+        planned += seq->prompt_in_batch_;
+    }
+    return planned;
+}
+
+void SpeculativeDecoder::add_prompt_chunk(Sequence& seq) {
+    // The prompt's tokens not yet cached end at its last one with first_token_from_prompt (whose row is output,
+    // the first token's logits), else before it (the first step's verification feeds it).
+    const bool logits_wanted = seq.options_.first_token_from_prompt;
+    const int32_t prompt_end = to_int(seq.tokens_.size()) - (logits_wanted ? 0 : 1);
+    int32_t pos = seq.target_cached_;
+    for (int32_t i = 0; i < seq.prompt_in_batch_; ++i, ++pos) {
+        const bool last = pos + 1 == prompt_end;
+        const int32_t row = target_batch_.add(seq.tokens_[static_cast<size_t>(pos)], pos, seq.id_, last && logits_wanted);
+        if (last) seq.verify_row_ = row;
+    }
+}
+
+void SpeculativeDecoder::complete_prompt_chunks(std::span<Sequence* const> prefilling, std::vector<Sequence*>& answered) {
+    for (Sequence* seq : prefilling) {
+        seq->target_cached_ += std::exchange(seq->prompt_in_batch_, 0);
+        seq->prompt_left_ = to_int(seq->tokens_.size()) - (seq->options_.first_token_from_prompt ? 0 : 1) -
+                            seq->target_cached_;
+        if (seq->prompt_left_ > 0) continue;
+        // As after a whole prefill: every token but the last is cached (the last one's cell, when its row was
+        // output, is the first step's verification cell).
+        seq->target_cached_ = to_int(seq->tokens_.size()) - 1;
+        seq->result_.stats.prompt_seconds = seconds_since(seq->prompt_start_);
+        seq->generation_start_ = Clock::now();
+        if (!seq->options_.first_token_from_prompt) continue;
+        const std::span<const float> logits = target_ctx_.logits(seq->verify_row_);
+        seq->prompt_logits_.assign(logits.begin(), logits.end());
+        answered.push_back(seq);
     }
 }
 

@@ -688,6 +688,63 @@ TEST(Step, FirstTokenFromThePromptCostsNoTargetCallAndDecodesTheSame) {
     EXPECT_EQ(one.stats.target_calls, 0);
 }
 
+// Chunked prefill (set_prefill_chunk): prompts come in chunks inside the running sequences' batches. The output
+// is decoding alone's, for prompts with and without first_token_from_prompt and with reused prompt cells; and a
+// long prompt arriving beside a running sequence takes one chunk a step, in the same target call as that
+// sequence's verification, which emits at every one of those steps.
+TEST(Step, ChunkedPrefillDecodesTheSameAndKeepsOtherStreamsFlowing) {
+    const Model target(test::kTargetModel, test::offload());
+    const Model draft(test::kDraftQ4, test::offload());
+    std::vector<std::string> prompts = test::story_prompts(8);
+    prompts.push_back(prompts[1] + " and then");  // the slot's kept cells serve its prefix
+    std::vector<GenerationOptions> options;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        options.push_back(greedy(16 + 8 * static_cast<int32_t>(i % 3), 1 + 3 * static_cast<int32_t>(i % 4)));
+        options.back().first_token_from_prompt = i % 2 == 0;
+        options.back().cache_prompt = true;
+    }
+    SpeculativeDecoder alone(target, &draft, test_context());
+    SpeculativeDecoder chunked(target, &draft, test_context(3));
+    chunked.set_prefill_chunk(3);
+    const std::vector<GenerationResult> together = run_batched(chunked, prompts, options, 3);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        const GenerationResult reference = alone.generate(prompts[i], options[i]);
+        EXPECT_EQ(together[i].tokens, reference.tokens) << prompts[i];
+        EXPECT_EQ(together[i].stats.prompt_tokens, reference.stats.prompt_tokens);
+        if (!test::offloaded()) {
+            EXPECT_EQ(together[i].stats.target_calls, reference.stats.target_calls) << prompts[i];
+        }
+    }
+
+    std::string long_prompt;
+    for (const std::string& p : test::story_prompts(4)) long_prompt += p + " ";
+    const std::vector<int32_t> long_tokens = target.tokenize(long_prompt, /*add_bos=*/true, /*parse_special=*/true);
+    SpeculativeDecoder decoder(target, &draft, test_context(2));
+    constexpr int32_t kChunk = 4;
+    decoder.set_prefill_chunk(kChunk);
+    GenerationOptions running_options = greedy(200, 4);
+    Sequence running = decoder.start(0, test::story_prompts(1)[0], running_options);
+    std::vector<Sequence*> batch = {&running};
+    decoder.step(batch);
+    GenerationOptions arriving_options = greedy(8, 4);
+    arriving_options.first_token_from_prompt = true;
+    Sequence arriving = decoder.start(1, long_tokens, arriving_options);
+    batch.push_back(&arriving);
+    const int32_t chunks = (static_cast<int32_t>(long_tokens.size()) + kChunk - 1) / kChunk;
+    ASSERT_GT(chunks, 4);
+    for (int32_t step = 0; step < chunks; ++step) {
+        ASSERT_FALSE(running.finished());
+        const size_t emitted = running.result().tokens.size();
+        const int64_t calls = decoder.target_decode_calls();
+        decoder.step(batch);
+        EXPECT_GT(running.result().tokens.size(), emitted) << "the running stream stalled at chunk " << step;
+        EXPECT_EQ(decoder.target_decode_calls() - calls, 1) << "chunk " << step << " took a target call of its own";
+        EXPECT_EQ(arriving.result().tokens.size(), step + 1 < chunks ? 0u : 1u) << "chunk " << step;
+    }
+    while (!arriving.finished()) decoder.step(batch);
+    EXPECT_EQ(arriving.result().tokens, alone.generate(long_prompt, arriving_options).tokens);
+}
+
 // A pass asked for the rows from k on outputs exactly those rows (the prompt's rows skip the output head,
 // which on a 262,144-token vocabulary costs more than the layers), equal to the whole pass's rows, across
 // chunk boundaries; asking for a row it did not output is an error, not another row's numbers.
