@@ -27,6 +27,11 @@
 # Qwen2.5-Coder-1.5B Q4_K_M). Patched, each row sums its superblock in integers and scales it once, as the
 # `gemv` does: any batch size gives one-token decoding's logits bit for bit, at the same speed
 # (docs/repacked-kernels.md). Its hash is part of the cache key.
+# Always applied: scripts/patches/ggml-flash-attn-batch-invariant.patch. klspec's exact mode keeps V in BF16 so
+# that ggml's CPU flash attention computes each row alike in any batch; the pinned ggml sent such rows through its
+# one-row kernel, 0.58x the tiled kernel's prompt speed at 1,536 cells of context. Patched, a BF16 V takes the
+# tiled kernel at every row count (it computes each row alike whatever the tile's other rows), so exact prompts
+# run at F16's speed (docs/repacked-kernels.md).
 #   KLSPEC_AMX=ON       keep ggml's Intel AMX kernels in a native build (default OFF: in the pinned ggml they
 #                       crash with SIGILL on `tilezero` on some AMX CPUs, e.g. this project's CI machine, on
 #                       Q8_0/Q4_0 weights; upstream fix pending in ggml-org/llama.cpp#26954)
@@ -45,7 +50,8 @@ amx="${KLSPEC_AMX:-OFF}"
 cmake_flags=(-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DGGML_NATIVE="$native" -DGGML_CUDA="$cuda"
              -DGGML_LLAMAFILE="$llamafile" -DGGML_RPC=ON
              -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF)
-patches=("$(cd "$(dirname "$0")" && pwd)/patches/ggml-repack-q4k-batch-invariant.patch")
+patches=("$(cd "$(dirname "$0")" && pwd)/patches/ggml-repack-q4k-batch-invariant.patch"
+         "$(cd "$(dirname "$0")" && pwd)/patches/ggml-flash-attn-batch-invariant.patch")
 if [[ "$vulkan" == ON ]]; then
   cmake_flags+=(-DGGML_VULKAN=ON)
   patches+=("$(cd "$(dirname "$0")" && pwd)/patches/llama-vulkan-older-toolchains.patch")

@@ -84,9 +84,11 @@ ModelContext::ModelContext(const Model& model, const ContextOptions& options)
     // target-only output at near ties (measured on Qwen2.5-Coder-1.5B: 3 of 16 HumanEval answers, logits 0.66
     // apart past 256 cells of context). ggml's CPU flash attention takes other paths by shape when K and V
     // are both F16 (or F32): a single query row over 512 or more cells is split across the threads and the
-    // partial softmaxes merged, 64 or more rows are tiled. With V in BF16 (K stays F16) every row goes through
-    // the one per-row kernel, which gives one-token logits bit for bit at any context length. llama.cpp casts
-    // an F32 cache to F16 for flash attention, so F32 would not do; BF16 keeps F16's size and range.
+    // partial softmaxes merged, 64 or more rows are tiled. With V in BF16 (K stays F16) klspec's patched ggml
+    // sends every row count through the tiled kernel, which computes each row alike whatever the batch, so one-
+    // token logits come out bit for bit at any context length, at the tiled kernel's prompt speed (the stock
+    // one-row kernel that BF16 took ran prompts at 0.58x: scripts/patches/ggml-flash-attn-batch-invariant.patch).
+    // llama.cpp casts an F32 cache to F16 for flash attention, so F32 would not do; BF16 keeps F16's size and range.
     // Repacked weights need nothing more: klspec's patched ggml gives their batches one token's products
     // (scripts/patches/, checked at load by load_target).
     if (options.batch_invariant_attention && model.cpu_resident()) {

@@ -85,13 +85,15 @@ TEST_F(RealPair, IsQwen2WithOneVocabularyAndASmallerDraft) {
 
 // Batched (verification) and one-token (target-only) logits are equal bit for bit on this target, repacked (the
 // default) and not: 32 teacher-forced tokens in batches of 3 (ggml's one-row kernel only), 4 and 5 (the repacked
-// four-row kernel, then one row), 17 (a γ-16 verification); a short request and one past 256 cells, where one
+// four-row kernel, then one row), 17 (a γ-16 verification), 64 (a whole tile of ggml's tiled flash attention,
+// which the BF16 V cache takes at every row count: scripts/patches/ggml-flash-attn-batch-invariant.patch); a short
+// request and one past 256 cells, where one
 // token's attention over 512 padded cells was split across the threads while a batch's was not (logits 0.66 apart,
 // 3 of 16 HumanEval answers changed, before the BF16 V cache: context.cpp). Repacked, the stock ggml's four-row
 // Q4_K kernel left them 0.6 apart (scripts/patches/ggml-repack-q4k-batch-invariant.patch).
 TEST_F(RealPair, BatchedAndOneTokenLogitsAreEqualBitForBit) {
     for (const bool repack : {true, false}) {
-        for (const int32_t rows : repack ? std::vector<int32_t>{3, 4, 5, 17} : std::vector<int32_t>{17}) {
+        for (const int32_t rows : repack ? std::vector<int32_t>{3, 4, 5, 17, 64} : std::vector<int32_t>{17}) {
             ContextOptions verification = pair_context();
             verification.n_batch = rows;
             ModelOptions options = test::offload();
