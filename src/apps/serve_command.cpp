@@ -24,7 +24,7 @@ struct ServeOptions {
     bool no_cache_prompt = false;
     int32_t cache_reuse = 0;
     int64_t cache_ram_mib = 8192;  // llama-server's default
-    int32_t prefill_chunk = 256;
+    int32_t prefill_chunk = 128;
     bool add_bos_to_token_prompts = false;
     std::string api_key_file;
     int drain_timeout_s = 30;

@@ -609,6 +609,70 @@ TEST(Step, PromptCacheStopsAtTheFirstDifferingToken) {
     EXPECT_EQ(with_cache.tokens, run_to_end(fresh, 0, departing, greedy(32, 8)).tokens);
 }
 
+// ModelContext::shift_left (llama-server's --cache-reuse moves kept cells so). Attention under RoPE depends on
+// relative positions only, so ten tokens' cells moved from positions 4-13 to 0-9 predict the next token, at 10, as
+// the unmoved cells do at 14, up to the keys' re-rotation; and a move that drops the cells between keeps exactly
+// the moved ones (the saved sequence is the size of six prefilled tokens). Seen failing with the shift one position
+// off (llama_decode refuses the next position) and with the cells between kept.
+TEST(Step, ShiftLeftMovesTheCellsAndDropsThoseBetween) {
+    for (const std::string& model_path : {test::kTargetModel, test::kDefaultTarget}) {
+        const Model target(model_path, test::offload());
+        const std::vector<int32_t> tokens =
+            target.tokenize("Once upon a time, there was a little girl named Lily who loved to play", true, true);
+        ASSERT_GE(tokens.size(), 11u);
+        const std::span<const int32_t> ten = std::span(tokens).first(10), next = std::span(tokens).subspan(10, 1);
+        std::vector<float> unmoved, moved;
+        ModelContext reference(target, test_context());
+        reference.prefill(0, ten, 4);
+        reference.prefill_last_logits(0, next, 14, unmoved);
+        ModelContext shifted(target, test_context());
+        ASSERT_TRUE(shifted.can_shift());
+        shifted.prefill(0, ten, 4);
+        shifted.shift_left(0, /*from=*/4, /*n=*/10, /*to=*/0);
+        shifted.prefill_last_logits(0, next, 10, moved);
+        double largest = 0;
+        for (size_t v = 0; v < unmoved.size(); ++v)
+            largest = std::max(largest, std::abs(double(moved.at(v)) - double(unmoved[v])));
+        EXPECT_LT(largest, 0.05) << model_path << ": the moved cells do not stand 4 positions earlier";
+
+        ModelContext dropped(target, test_context());
+        dropped.prefill(0, ten, 0);
+        dropped.shift_left(0, /*from=*/6, /*n=*/4, /*to=*/2);
+        ModelContext six(target, test_context());
+        six.prefill(0, std::span(tokens).first(6), 0);
+        EXPECT_EQ(dropped.save_sequence(0).size(), six.save_sequence(0).size()) << model_path << ": cells 2-5 stayed";
+    }
+}
+
+// cache_reuse_min_chunk: a prompt that drops a span of what its slot kept reuses the shared prefix, then the kept
+// run after the span that it continues with, shifted into place, when the run is at least min_chunk long; a run
+// one token shorter than min_chunk is prefilled again. Counted by hand: prefix 8 + run 8.
+TEST(Step, CacheReuseCountsThePrefixAndTheRunsOfAtLeastMinChunk) {
+    const Model target(test::kTargetModel, test::offload());
+    const std::vector<int32_t> text = target.tokenize(
+        "Once upon a time, there was a little girl named Lily. She loved to play outside in the sun with her dog.",
+        true, true);
+    ASSERT_GE(text.size(), 22u);
+    const std::span<const int32_t> prefix = std::span(text).first(8), span = std::span(text).subspan(8, 5),
+                                   run = std::span(text).subspan(13, 8);
+    std::vector<int32_t> first(prefix.begin(), prefix.end());
+    first.insert(first.end(), span.begin(), span.end());
+    first.insert(first.end(), run.begin(), run.end());
+    std::vector<int32_t> second(prefix.begin(), prefix.end());
+    second.insert(second.end(), run.begin(), run.end());
+    second.push_back(text[21]);  // the last prompt token is the first step's to feed, never reused
+    for (const int32_t min_chunk : {8, 9}) {
+        SpeculativeDecoder decoder(target, nullptr, test_context());
+        GenerationOptions options = greedy(4, 4);
+        options.cache_prompt = true;
+        options.cache_reuse_min_chunk = min_chunk;
+        run_to_end(decoder, 0, first, options);
+        const GenerationResult reused = run_to_end(decoder, 0, second, options);
+        EXPECT_EQ(reused.stats.prompt_cached_tokens, min_chunk <= 8 ? 16 : 8) << "min_chunk " << min_chunk;
+        EXPECT_EQ(reused.tokens.size(), 4u);
+    }
+}
+
 // use_prompt_cache (llama-server's --cache-ram): a prompt whose slot lost its cells to another prompt gets them
 // back from host memory, in both models, and decodes what a fresh decoder decodes; without the cache the same
 // sequence of prompts prefills it again.
