@@ -4,8 +4,9 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build_dir="${KLSPEC_BUILD_DIR:-$root/build}"
+source "$root/scripts/lib/phases.sh"
 
-bash "$root/scripts/setup-deps.sh"
-llama_dir=$(bash "$root/scripts/build-llama.sh" | tail -n 1)
+phase packages bash "$root/scripts/setup-deps.sh"
+llama_dir=$(phase llama.cpp bash "$root/scripts/build-llama.sh" | tail -n 1)
 cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$llama_dir/install" >/dev/null
-cmake --build "$build_dir" -j "$(nproc)"
+phase "klspec build" cmake --build "$build_dir" -j "$(nproc)"

@@ -8,9 +8,10 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build_dir="${KLSPEC_SANITIZE_BUILD_DIR:-$root/build-sanitize}"
 fuzz_seconds="${KLSPEC_FUZZ_SECONDS:-20}"
+source "$root/scripts/lib/phases.sh"
 
-bash "$root/scripts/setup-deps.sh"
-llama_dir=$(bash "$root/scripts/build-llama.sh" | tail -n 1)
+phase packages bash "$root/scripts/setup-deps.sh"
+llama_dir=$(phase llama.cpp bash "$root/scripts/build-llama.sh" | tail -n 1)
 cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$llama_dir/install" \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DKLSPEC_SANITIZE=address,undefined -DKLSPEC_FUZZ=ON \
   -DKLSPEC_BUILD_BENCHMARKS=OFF >/dev/null
@@ -27,20 +28,26 @@ status=0
 # The real model's and the real pair's labels (V = 262,144 and 151,936, targets of 270M and 1.5B) would take hours
 # instrumented, and lm-eval's harness runs the server's HTTP paths the server tests already run instrumented; the
 # plain run covers them.
-(cd "$build_dir" && ctest --output-on-failure -j "$(nproc)" -LE 'real-model|real-pair|lm-eval') || status=1
-
-for fuzzer in "$build_dir"/tests/fuzz/fuzz_*; do
-  name=$(basename "$fuzzer"); name=${name#fuzz_}
-  work=$(mktemp -d)  # new inputs go here; the committed corpus is only read
-  # The harnesses' scratch files go under their own TMPDIR: libFuzzer ends a timed run without atexit handlers,
-  # which left klspec-fuzz-PID folders in /tmp.
-  scratch=$(mktemp -d)
-  echo "fuzzing $name for ${fuzz_seconds}s"
-  TMPDIR="$scratch" "$fuzzer" -max_total_time="$fuzz_seconds" -rss_limit_mb=4096 \
-    -artifact_prefix="$build_dir/crash-$name-" "$work" "$root/tests/fuzz/corpus/$name" >"$build_dir/fuzz-$name.log" 2>&1 \
-    || { echo "fuzz_$name failed: see $build_dir/fuzz-$name.log"; tail -n 30 "$build_dir/fuzz-$name.log"; status=1; }
-  rm -rf "$work" "$scratch"
-done
+# Its output stays in the build folder: test.sh lists the slowest tests from it.
+phase "sanitized tests" bash -c 'cd "$1" && env -u KLSPEC_PHASE_TIMES ctest --output-on-failure -j "$(nproc)" -LE "real-model|real-pair|lm-eval" | tee ctest.log;
+  exit "${PIPESTATUS[0]}"' _ "$build_dir" || status=1
+fuzz_all() {  # every fuzzer for $fuzz_seconds from its committed corpus; fails if any finds a crash
+  local failed=0
+  for fuzzer in "$build_dir"/tests/fuzz/fuzz_*; do
+    name=$(basename "$fuzzer"); name=${name#fuzz_}
+    work=$(mktemp -d)  # new inputs go here; the committed corpus is only read
+    # The harnesses' scratch files go under their own TMPDIR: libFuzzer ends a timed run without atexit handlers,
+    # which left klspec-fuzz-PID folders in /tmp.
+    scratch=$(mktemp -d)
+    echo "fuzzing $name for ${fuzz_seconds}s"
+    TMPDIR="$scratch" "$fuzzer" -max_total_time="$fuzz_seconds" -rss_limit_mb=4096 \
+      -artifact_prefix="$build_dir/crash-$name-" "$work" "$root/tests/fuzz/corpus/$name" >"$build_dir/fuzz-$name.log" 2>&1 \
+      || { echo "fuzz_$name failed: see $build_dir/fuzz-$name.log"; tail -n 30 "$build_dir/fuzz-$name.log"; failed=1; }
+    rm -rf "$work" "$scratch"
+  done
+  return "$failed"
+}
+phase fuzzers fuzz_all || status=1
 
 if compgen -G "$reports/*" >/dev/null; then
   echo "sanitizer reports:"; head -n 40 "$reports"/*; status=1

@@ -4,20 +4,29 @@
 # KLSPEC_SKIP_SANITIZED=1 skips that second half, about 20 minutes on 2 cores from a cold build).
 # The entries of the temporary directory are listed before and after the tests: each new one is printed, and
 # with KLSPEC_STRICT_TMP=1 (CI, where nothing else runs) any new one fails the run (docs/reliability.md).
+# At the end it prints each phase's wall time and the 15 slowest tests of each half (scripts/lib/phases.sh).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build_dir="${KLSPEC_BUILD_DIR:-$root/build}"
 tmp="${TMPDIR:-/tmp}"
+source "$root/scripts/lib/phases.sh"
+own=$(mktemp -d)  # outside $tmp's listing: this script's own entry
+trap 'rm -rf "$own"' EXIT
+export KLSPEC_PHASE_TIMES="$own/phases"
 bash "$root/scripts/build.sh"
-before=$(mktemp -d)  # outside $tmp's listing: this script's own entry
-trap 'rm -rf "$before"' EXIT
-ls -A "$tmp" | sort >"$before/entries"
+ls -A "$tmp" | sort >"$own/entries"
 status=0
-(cd "$build_dir" && ctest --output-on-failure -j "$(nproc)") || status=$?
+phase "plain tests" bash -c 'cd "$1" && env -u KLSPEC_PHASE_TIMES ctest --output-on-failure -j "$(nproc)" | tee "$2"; exit "${PIPESTATUS[0]}"' \
+  _ "$build_dir" "$own/plain.log" || status=$?
+sanitized_log="${KLSPEC_SANITIZE_BUILD_DIR:-$root/build-sanitize}/ctest.log"
 if [[ "${KLSPEC_SKIP_SANITIZED:-0}" != 1 ]]; then
+  rm -f "$sanitized_log"
   bash "$root/scripts/test-sanitized.sh" || status=$?
 fi
-left=$(ls -A "$tmp" | sort | comm -13 "$before/entries" - | grep -vx "$(basename "$before")" || true)
+phase_report "$KLSPEC_PHASE_TIMES"
+slowest_tests "$own/plain.log" 15 "slowest plain tests:"
+if [[ -s "$sanitized_log" ]]; then slowest_tests "$sanitized_log" 15 "slowest sanitized tests:"; fi
+left=$(ls -A "$tmp" | sort | comm -13 "$own/entries" - | grep -vx "$(basename "$own")" || true)
 if [[ -n "$left" ]]; then
   echo "test.sh: the tests left $(wc -l <<<"$left") new entries in $tmp:" >&2
   sed 's/^/  /' <<<"$left" >&2
