@@ -15,7 +15,7 @@ llama_dir=$(phase llama.cpp bash "$root/scripts/build-llama.sh" | tail -n 1)
 cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$llama_dir/install" \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DKLSPEC_SANITIZE=address,undefined -DKLSPEC_FUZZ=ON \
   -DKLSPEC_BUILD_BENCHMARKS=OFF >/dev/null
-cmake --build "$build_dir" -j "$(nproc)"
+phase "sanitized build" cmake --build "$build_dir" -j "$(nproc)"
 
 # Reports go to files as well as stderr: a report in a child process (the CLI a test runs) is found even
 # where the test only checks an exit code. Exit code 86 is no code klspec itself uses.
@@ -32,7 +32,7 @@ status=0
 phase "sanitized tests" bash -c 'cd "$1" && env -u KLSPEC_PHASE_TIMES ctest --output-on-failure -j "$(nproc)" -LE "real-model|real-pair|lm-eval" | tee ctest.log;
   exit "${PIPESTATUS[0]}"' _ "$build_dir" || status=1
 fuzz_all() {  # every fuzzer for $fuzz_seconds from its committed corpus; fails if any finds a crash
-  local failed=0
+  local failed=0 fuzzer name work scratch
   for fuzzer in "$build_dir"/tests/fuzz/fuzz_*; do
     name=$(basename "$fuzzer"); name=${name#fuzz_}
     work=$(mktemp -d)  # new inputs go here; the committed corpus is only read

@@ -4,11 +4,14 @@
 
 # phase NAME COMMAND...: runs COMMAND and records its wall time under NAME; returns COMMAND's status.
 phase() {
-  local name=$1 start=$SECONDS status=0
+  # Prefixed: bash's locals are seen by the functions COMMAND calls, which may set a "name" of their own.
+  local _phase_name=$1 _phase_start=$SECONDS _phase_status=0
   shift
-  "$@" || status=$?
-  if [[ -n "${KLSPEC_PHASE_TIMES:-}" ]]; then printf '%s\t%d\n' "$name" $((SECONDS - start)) >>"$KLSPEC_PHASE_TIMES"; fi
-  return "$status"
+  "$@" || _phase_status=$?
+  if [[ -n "${KLSPEC_PHASE_TIMES:-}" ]]; then
+    printf '%s\t%d\n' "$_phase_name" $((SECONDS - _phase_start)) >>"$KLSPEC_PHASE_TIMES"
+  fi
+  return "$_phase_status"
 }
 
 # phase_report FILE: each phase's total in the order first run, then the whole.
@@ -23,5 +26,5 @@ phase_report() {
 slowest_tests() {
   echo "$3"
   sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) [ .*]+[A-Za-z*]+[^0-9]*([0-9.]+) sec$/\2\t\1/p' "$1" |
-    sort -t$'\t' -k1,1 -gr | head -n "$2" | awk -F'\t' '{ printf "  %8.1f s  %s\n", $1, $2 }'
+    sort -t$'\t' -k1,1 -gr | awk -F'\t' -v n="$2" 'NR <= n { printf "  %8.1f s  %s\n", $1, $2 }'
 }
