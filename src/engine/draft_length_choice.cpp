@@ -194,7 +194,11 @@ void SpeculativeDecoder::time_step_costs(int32_t token, int32_t id, int32_t targ
     constexpr int32_t kTimedTwice = 16;
     const auto time_sizes = [token, id](ModelContext& ctx, Batch& batch, int32_t first_pos, int32_t largest,
                                         BatchCostCurve& curve) {
-        std::vector<int32_t> sizes = {2};  // the warm-up: any size but the first timed one, whose graph it would build
+        // The warm-up: the largest size, so that llama.cpp grows its logits buffer to it before anything is timed
+        // (any size but the first timed one, whose graph it would build). A size of 2, as before, left each larger
+        // size's first call to grow it, and the rebuild price took that in: 3.4-4.2 ms against 0.13-0.16 once
+        // warmed, on a tiny target with a 128K vocabulary, which priced every change of γ far too high.
+        std::vector<int32_t> sizes = {largest};
         for (int32_t size = 1; size <= largest; size = size < largest && 2 * size > largest ? largest : 2 * size) {
             sizes.push_back(size);
             if (size <= kTimedTwice) sizes.push_back(size);
@@ -213,22 +217,29 @@ void SpeculativeDecoder::time_step_costs(int32_t token, int32_t id, int32_t targ
     // Up to two tokens a sequence: a step's first draft call reads two after a step that kept every draft.
     if (!draft_ctx_) return;
     time_sizes(*draft_ctx_, draft_batch_, draft_pos, 2 * n_sequences(), draft_costs_);
-    // A prefill batch without outputs: a call that builds its graph, then the least of three timed ones (one call
-    // preempted on a busy machine would price every catch-up after it as if the machine stayed busy). The price of
-    // a token is what it adds to a one-token call (a call's fixed cost, most of a small draft's, is paid once per
-    // catch-up: draft_catch_up_seconds).
+    // Prefill batches without outputs, of one token and of kTimedPrefill: each a call that builds its graph, then
+    // the least of three timed ones (one call preempted on a busy machine would price every catch-up after it as
+    // if the machine stayed busy). A token's price is the slope between the two: a call's fixed cost is paid once
+    // per catch-up (draft_catch_up_seconds). Not the excess over a one-token call with logits, as before: where
+    // the output layer is most of a call (a 40 MB draft with Llama 3's 128K vocabulary), 16 tokens without logits
+    // cost less than one with them, every catch-up was priced at one call, and probes that caught up 280 tokens
+    // for 8.6 ms were priced at 0.6 (docs/cost-model.md).
     if (draft_pos + kTimedPrefill > draft_ctx_->n_ctx()) return;
-    draft_batch_.reserve(kTimedPrefill);
-    draft_batch_.clear();
-    for (int32_t j = 0; j < kTimedPrefill; ++j) draft_batch_.add(token, draft_pos + j, id, false);
-    double batch_seconds = std::numeric_limits<double>::infinity();
-    for (int pass = 0; pass < 4; ++pass) {
-        const double before = draft_ctx_->decode_seconds();
-        draft_ctx_->decode(draft_batch_);
-        if (pass > 0) batch_seconds = std::min(batch_seconds, draft_ctx_->decode_seconds() - before);
-        draft_ctx_->truncate(id, draft_pos);
-    }
-    draft_prefill_seconds_per_token_ = std::max(batch_seconds - draft_costs_.seconds(1), 0.0) / (kTimedPrefill - 1);
+    const auto least_prefill_seconds = [&](int32_t tokens) {
+        draft_batch_.reserve(tokens);
+        draft_batch_.clear();
+        for (int32_t j = 0; j < tokens; ++j) draft_batch_.add(token, draft_pos + j, id, false);
+        double least = std::numeric_limits<double>::infinity();
+        for (int pass = 0; pass < 4; ++pass) {
+            const double before = draft_ctx_->decode_seconds();
+            draft_ctx_->decode(draft_batch_);
+            if (pass > 0) least = std::min(least, draft_ctx_->decode_seconds() - before);
+            draft_ctx_->truncate(id, draft_pos);
+        }
+        return least;
+    };
+    const double one = least_prefill_seconds(1);
+    draft_prefill_seconds_per_token_ = std::max(least_prefill_seconds(kTimedPrefill) - one, 0.0) / (kTimedPrefill - 1);
 }
 
 void SpeculativeDecoder::record_drafter_evidence(Sequence& seq, const StepOutcome& outcome) {

@@ -269,6 +269,9 @@ public:
     // llama_decode against batch size. Empty until a sequence under Auto has stepped.
     const BatchCostCurve& verify_costs() const { return verify_costs_; }
     const BatchCostCurve& draft_costs() const { return draft_costs_; }
+    // The draft's catch-up prefill of `gap` tokens (the step's last one included): at the rate timed so far,
+    // else at time_step_costs' prefill rate.
+    double draft_catch_up_seconds(int32_t gap) const;
     // The n-gram drafter's measured seconds per sequence lookup (0 before the first).
     double ngram_lookup_seconds() const { return ngram_lookup_seconds_; }
     // Replaces the measured costs and stops measuring (tests with fake costs; a caller with a cost model
@@ -314,13 +317,10 @@ private:
     // What a DraftProbe of the candidate would add to a target-only step, in target-only steps: its draft and
     // verification, and for the draft model its whole catch-up.
     double probe_cost_in_steps(const DraftCandidate& candidate) const;
-    // The draft's catch-up prefill of `gap` tokens (the step's last one included): at the rate timed so far,
-    // else at time_step_costs' prefill rate.
-    double draft_catch_up_seconds(int32_t gap) const;
     // Times target batches up to the largest a step can send (every sequence drafting `draft_max`) and
     // draft batches up to two tokens per sequence, all of `token` on sequence `id` from the given positions
-    // (the cells are removed afterwards): the cost model's starting curves; and one draft prefill batch of
-    // kTimedPrefill tokens, a catch-up's price until one is timed.
+    // (the cells are removed afterwards): the cost model's starting curves; and draft prefill batches of one and
+    // of kTimedPrefill tokens, whose slope prices a catch-up until one is timed.
     void time_step_costs(int32_t token, int32_t id, int32_t target_pos, int32_t draft_pos, int32_t draft_max);
 
     // 1. Drafting (drafting.cpp), the n-gram drafters and the draft model behind one seam. The n-gram
@@ -415,8 +415,8 @@ private:
     BatchCostCurve draft_costs_;
     double draft_catch_up_seconds_ = 0;  // prefill_draft_gaps' llama_decode time and tokens, all sequences
     int64_t draft_catch_up_tokens_ = 0;
-    // The draft's prefill seconds a token, from one batch of kTimedPrefill tokens timed with the step costs: a
-    // catch-up's price until one is timed (time_step_costs).
+    // The draft's prefill seconds a token, the slope between prefill batches of one and kTimedPrefill tokens
+    // timed with the step costs: a catch-up's price until one is timed (time_step_costs).
     static constexpr int32_t kTimedPrefill = 16;
     static constexpr int32_t kRepackedPrefill = 4;  // prompts of fewer new tokens prefill in the target's context
     double draft_prefill_seconds_per_token_ = 0;

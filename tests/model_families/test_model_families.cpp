@@ -246,6 +246,25 @@ TEST_P(ModelFamily, OutsideTheJudgeSpanEveryTokenIsTheTargetsChoice) {
     EXPECT_GT(unconfined_not_target, 0);
 }
 
+// Where the output layer is most of a call (Llama 3's 128K vocabulary on a tiny model), the Auto policy's starting
+// prices must still hold: a draft's catch-up costs per token caught up, and a graph rebuild less than a 4-token call.
+// Seen failing with each bug it guards: the prefill rate taken as the excess of 16 tokens without logits over one
+// with them (0 here, so a catch-up of any length was priced as one call), and the timing warm-up at 2 tokens (each
+// larger size's first call grew the logits buffer, and a rebuild was priced at 4.2 ms against 0.9 for 4 tokens).
+TEST(LargeVocabulary, StartingPricesCountCatchUpTokensAndRebuildsLessThanFourTokens) {
+    // The Q4_0 model as both: an F16 target's calls are slow enough on some CPUs to hide an inflated rebuild price.
+    const Model model(family_draft("llama-bpe"));
+    SpeculativeDecoder decoder(model, &model, family_context());
+    decoder.calibrate_step_costs(16);
+    const double one_call = decoder.draft_costs().seconds(1);
+    const double catch_up = decoder.draft_catch_up_seconds(128);
+    std::cout << "[ costs    ] draft call " << one_call * 1e3 << " ms, catch-up of 128 tokens " << catch_up * 1e3
+              << " ms; verify rebuild " << decoder.verify_costs().rebuild_seconds() * 1e3 << " ms, 4 tokens "
+              << decoder.verify_costs().seconds(4) * 1e3 << " ms\n";
+    EXPECT_GT(catch_up, 2 * one_call);
+    EXPECT_LT(decoder.verify_costs().rebuild_seconds(), decoder.verify_costs().seconds(4));
+}
+
 INSTANTIATE_TEST_SUITE_P(Vocabularies, ModelFamily, ::testing::ValuesIn(kFamilies), [](const auto& param_info) {
     std::string name = param_info.param;
     std::replace(name.begin(), name.end(), '-', '_');
