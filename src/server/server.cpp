@@ -614,6 +614,8 @@ json Server::props_json() const {
                          {"judge_span", gen.judge_span.to_string()}};
     return {{"model_alias", options_.model_name},
             {"model_path", decoder_->target().path()},
+            // false where load_target's probe found this CPU's repacked kernels inexact (docs/repacked-kernels.md)
+            {"target_repacked", decoder_->target().repacked()},
             {"total_slots", scheduler_->slots()},
             {"default_generation_settings", {{"n_ctx", defaults_.n_ctx}, {"params", params}}}};
 }

@@ -136,7 +136,7 @@ def klspec_server(log_dir, name, model, *extra):
 
 def llama_server(log_dir, name, model, *extra):
     port = free_port()
-    # Repacked and with V cached in BF16, as klspec loads a target (its defaults): the same (patched) kernels in both.
+    # V cached in BF16, as klspec caches it (repacked unless the caller says --no-repack): the same kernels in both.
     return Server([LLAMA_SERVER, "-m", model, "--port", str(port), "-np", "1", "--no-webui", "-ctv", "bf16", *extra,
                    *COMMON], log_dir, name, port)
 
@@ -146,7 +146,12 @@ def servers(log_dir):
     started = []
     try:
         started.append(klspec_server(log_dir, "klspec", TARGET, "-md", DRAFT, "-np", "2"))
-        started.append(llama_server(log_dir, "llama-server", TARGET))
+        # Where klspec's kernel probe loaded the target unrepacked (this CPU's repacked kernels are inexact, as on
+        # AMX Xeons), llama-server runs unrepacked too: the same kernels in both.
+        conn = http.client.HTTPConnection("127.0.0.1", started[0].port, timeout=30)
+        conn.request("GET", "/props")
+        repacked = json.loads(conn.getresponse().read())["target_repacked"]
+        started.append(llama_server(log_dir, "llama-server", TARGET, *([] if repacked else ["--no-repack"])))
         yield started
     finally:
         for server in started:

@@ -686,6 +686,7 @@ TEST_F(ServerTest, PropsShowTheServersDefaults) {
     EXPECT_EQ(props.at("model_alias"), "stories260K");
     EXPECT_EQ(props.at("model_path"), test::kTargetModel);
     EXPECT_EQ(props.at("total_slots"), kSlots);
+    EXPECT_EQ(props.at("target_repacked"), true) << "the default, where the kernel probe finds nothing amiss";
     const json& settings = props.at("default_generation_settings");
     EXPECT_EQ(settings.at("n_ctx"), kContext);
     const json& params = settings.at("params");
