@@ -75,6 +75,16 @@ def post(port, path, body, raw=None):
     return response.status, text
 
 
+def get_json(port, path):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("GET", path)
+    response = conn.getresponse()
+    body = json.loads(response.read())
+    conn.close()
+    assert response.status == 200, body
+    return body
+
+
 def infill(port, body):
     status, text = post(port, "/infill", body)
     assert status == 200, text
@@ -148,9 +158,7 @@ def servers(log_dir):
         started.append(klspec_server(log_dir, "klspec", TARGET, "-md", DRAFT, "-np", "2"))
         # Where klspec's kernel probe loaded the target unrepacked (this CPU's repacked kernels are inexact, as on
         # AMX Xeons), llama-server runs unrepacked too: the same kernels in both.
-        conn = http.client.HTTPConnection("127.0.0.1", started[0].port, timeout=30)
-        conn.request("GET", "/props")
-        repacked = json.loads(conn.getresponse().read())["target_repacked"]
+        repacked = get_json(started[0].port, "/props")["target_repacked"]
         started.append(llama_server(log_dir, "llama-server", TARGET, *([] if repacked else ["--no-repack"])))
         yield started
     finally:
