@@ -3,7 +3,8 @@
 ≥ 1.0× llama-server without a draft): Qwen2.5-Coder-1.5B-Instruct with its 0.5B sibling as shipped.
 
   /usr/bin/python3 bench/serving/real_pair_np4.py [--passes 2] [--requests 16] [--max-tokens 128]
-      [--klspec build/klspec] [--work ~/.cache/klspec/real-pair-np4] [--no-llama-draft] [--json]
+      [--klspec build/klspec] [--work ~/.cache/klspec/real-pair-np4] [--no-llama-draft] [--servers WORDS]
+      [--also OPTIONS] [--json]
 
 Four streaming clients (bench/serving/serve_load.py) send the first 8 HumanEval problems in EvalPlus's chat
 prompt (as `klspec bench` renders them), greedy, to each server in turn, every server started alike with 4 slots
@@ -47,11 +48,11 @@ def rendered_prompts(klspec, target, work):
 
 def servers(klspec, llama_server, target, draft):
     slots = ["-np", "4", "-t", "2"]
+    serve = [klspec, "serve", "-m", target, *slots, "-c", "1024"]
     return {
-        "klspec serve, draft, defaults": [klspec, "serve", "-m", target, "-md", draft, *slots, "-c", "1024"],
-        "klspec serve, no draft": [klspec, "serve", "-m", target, *slots, "-c", "1024"],
-        "klspec serve, draft, --no-repack": [klspec, "serve", "-m", target, "-md", draft, *slots, "-c", "1024",
-                                             "--no-repack"],
+        "klspec serve, draft, defaults": [*serve, "-md", draft],
+        "klspec serve, no draft": serve,
+        "klspec serve, draft, --no-repack": [*serve, "-md", draft, "--no-repack"],
         "llama-server, no draft": [llama_server, "-m", target, *slots, "-c", "4096", "--no-webui"],
         "llama-server, draft γ 3": [llama_server, "-m", target, "-md", draft, "--spec-type", "draft-simple",
                                     *slots, "-td", "2", "-c", "4096", "--no-webui"],
@@ -77,6 +78,8 @@ def main():
     parser.add_argument("--no-llama-draft", action="store_true", help="leave out llama-server with the draft")
     parser.add_argument("--servers", help="only the servers whose names contain one of these comma-separated words "
                         "(llama-server without a draft, the reference, always runs)")
+    parser.add_argument("--also", metavar="OPTIONS", help="each chosen klspec server again with these options added, "
+                        "an A/B in the same run (e.g. \"--poll 50\")")
     parser.add_argument("--json", action="store_true", help="print the results as one JSON object")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
@@ -89,6 +92,9 @@ def main():
         words = args.servers.split(",")
         commands = {name: command for name, command in commands.items()
                     if name == "llama-server, no draft" or any(word in name for word in words)}
+    if args.also:
+        commands.update({f"{name}, {args.also}": [*command, *args.also.split()]
+                         for name, command in list(commands.items()) if name.startswith("klspec")})
     results = {name: [] for name in commands}
     for p in range(args.passes):
         for name in (list(commands) if p % 2 == 0 else list(reversed(commands))):
