@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian packages klspec builds and tests with. Idempotent: installs only what is missing.
+# Installs the Debian packages klspec builds and tests with, and any named as arguments (scripts/coverage.sh:
+# gcovr). Idempotent: installs only what is missing.
 set -euo pipefail
 packages=(build-essential cmake git
           libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
@@ -13,7 +14,8 @@ packages=(build-essential cmake git
           chromium  # headless, renders `klspec serve`'s page in its test
           clang libclang-rt-dev  # scripts/test-sanitized.sh: ASan/UBSan and libFuzzer
           ccache curl  # tests/in_tree: llama.cpp compiled from source once per machine; its server check
-          vim tmux)  # tests/server/test_llama_vim.py: llama.cpp's Vim plug-in against `klspec serve`'s /infill
+          vim tmux  # tests/server/test_llama_vim.py: llama.cpp's Vim plug-in against `klspec serve`'s /infill
+          "$@")
 # KLSPEC_VULKAN=ON (scripts/test-gpu.sh): ggml's Vulkan backend, its shader compiler and Mesa's software device.
 if [[ "${KLSPEC_VULKAN:-OFF}" == ON ]]; then
   packages+=(glslc libvulkan-dev spirv-headers mesa-vulkan-drivers vulkan-tools)

@@ -9,12 +9,13 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build_dir="${KLSPEC_SANITIZE_BUILD_DIR:-$root/build-sanitize}"
 fuzz_seconds="${KLSPEC_FUZZ_SECONDS:-20}"
 source "$root/scripts/lib/phases.sh"
+source "$root/scripts/lib/ccache.sh"
 
 phase packages bash "$root/scripts/setup-deps.sh"
 llama_dir=$(phase llama.cpp bash "$root/scripts/build-llama.sh" | tail -n 1)
 cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$llama_dir/install" \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DKLSPEC_SANITIZE=address,undefined -DKLSPEC_FUZZ=ON \
-  -DKLSPEC_BUILD_BENCHMARKS=OFF >/dev/null
+  -DKLSPEC_BUILD_BENCHMARKS=OFF "${ccache_launcher[@]}" >/dev/null
 phase "sanitized build" cmake --build "$build_dir" -j "$(nproc)"
 
 # Reports go to files as well as stderr: a report in a child process (the CLI a test runs) is found even

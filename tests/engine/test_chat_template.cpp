@@ -15,11 +15,12 @@
 #include "llama.h"
 #include "llama_server_prompt.h"
 #include "test_support.h"
+#include "build_paths.h"
 
 namespace klspec {
 namespace {
 
-const std::string kLlamaModels = KLSPEC_LLAMA_MODELS_DIR;
+const std::string kLlamaModels = build_paths::llama_models_dir;
 
 std::string write_file(const std::string& name, const std::string& text) {
     const std::string path = test::temp_path(name);

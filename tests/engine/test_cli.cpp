@@ -9,6 +9,7 @@
 #include "core/judge.h"
 #include "engine/speculative_decoder.h"
 #include "test_support.h"
+#include "build_paths.h"
 
 namespace klspec {
 namespace {
@@ -99,7 +100,7 @@ TEST(Cli, BenchScoresADataset) {
 // Each outputs row carries the prompt as bench decoded it (exemplars and all): decoding that prompt again with
 // generate gives the row's text, so other programs can be measured on the same prompts.
 TEST(Cli, BenchOutputsHoldThePromptAsDecoded) {
-    const std::string datasets = std::string(KLSPEC_SHARED_DIR) + "/datasets";
+    const std::string datasets = std::string(build_paths::shared_dir) + "/datasets";
     if (!std::filesystem::exists(datasets + "/gsm8k/test.jsonl")) GTEST_SKIP() << "../shared/datasets is absent";
     const std::string outputs = test::temp_path("bench-prompt.jsonl");
     const test::CommandResult r = test::run_command(test::kCli + " bench --dataset gsm8k --data-dir " + datasets +

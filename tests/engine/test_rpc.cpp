@@ -22,11 +22,12 @@
 
 #include "core/error.h"
 #include "test_support.h"
+#include "build_paths.h"
 
 namespace klspec {
 namespace {
 
-const std::string kRpcServer = std::string(KLSPEC_LLAMA_TOOLS_DIR) + "/ggml-rpc-server";
+const std::string kRpcServer = std::string(build_paths::llama_tools_dir) + "/ggml-rpc-server";
 
 // A loopback port nobody listens on: bound, read back, released.
 int free_loopback_port() {

@@ -7,16 +7,17 @@
 #include <nlohmann/json.hpp>
 
 #include "test_support.h"
+#include "build_paths.h"
 
 namespace klspec {
 namespace {
 
-const std::string kDatasets = std::string(KLSPEC_SHARED_DIR) + "/datasets";
+const std::string kDatasets = std::string(build_paths::shared_dir) + "/datasets";
 
 // Every testbed family's gold solutions score 100 % by line-number id; a wrong one does not count.
 TEST(ScoreCommand, TestbedGoldSolutionsAreCorrect) {
     for (const std::string family : {"word", "choice", "trace"}) {
-        const std::string dataset = std::string(KLSPEC_SOURCE_DIR) + "/data/testbed_" + family + "_test.jsonl";
+        const std::string dataset = std::string(build_paths::source_dir) + "/data/testbed_" + family + "_test.jsonl";
         const std::string predictions = test::temp_path("predictions-" + family + ".jsonl");
         std::ifstream in(dataset);
         std::ofstream out(predictions);
@@ -91,7 +92,7 @@ TEST(ScoreCommand, Math500ReferenceSolutionsScoreCorrect) {
 }
 
 TEST(ScoreCommand, BadInputGivesOneLineErrors) {
-    const std::string dataset = std::string(KLSPEC_SOURCE_DIR) + "/data/testbed_word_test.jsonl";
+    const std::string dataset = std::string(build_paths::source_dir) + "/data/testbed_word_test.jsonl";
     const std::string unknown_id = test::temp_path("unknown-id.jsonl"), malformed = test::temp_path("malformed.jsonl");
     std::ofstream(unknown_id) << R"({"id": 100000, "output": "x"})" << "\n";
     std::ofstream(malformed) << R"({"output": "no id"})" << "\n";

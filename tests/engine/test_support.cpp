@@ -20,6 +20,7 @@
 #include "core/distribution_stats.h"
 #include "engine/speculative_decoder.h"
 #include "gguf.h"
+#include "build_paths.h"
 
 namespace klspec::test {
 
@@ -80,7 +81,7 @@ std::vector<std::string> story_prompts(size_t count) {
 
 std::vector<std::string> gsm8k_prompts(size_t count) {
     std::vector<std::string> prompts;
-    std::ifstream gsm8k(std::string(KLSPEC_SHARED_DIR) + "/datasets/gsm8k/test.jsonl");
+    std::ifstream gsm8k(std::string(build_paths::shared_dir) + "/datasets/gsm8k/test.jsonl");
     if (!gsm8k) return prompts;
     std::string line;
     for (size_t i = 0; i < count && std::getline(gsm8k, line); ++i) {

@@ -10,19 +10,20 @@
 #include "engine/context.h"
 #include "temp_directory.h"
 #include "engine/model.h"
+#include "build_paths.h"
 
 namespace klspec::test {
 
-inline const std::string kTargetModel = KLSPEC_STORIES_GGUF;
-inline const std::string kDraftQ8 = std::string(KLSPEC_MODEL_DIR) + "/stories260K-q8_0.gguf";
-inline const std::string kDraftQ4 = std::string(KLSPEC_MODEL_DIR) + "/stories260K-q4_0.gguf";
-inline const std::string kCli = KLSPEC_CLI;
+inline const std::string kTargetModel = build_paths::stories_gguf;
+inline const std::string kDraftQ8 = std::string(build_paths::model_dir) + "/stories260K-q8_0.gguf";
+inline const std::string kDraftQ4 = std::string(build_paths::model_dir) + "/stories260K-q4_0.gguf";
+inline const std::string kCli = build_paths::cli;
 // The project's default pair and its test problems (tools/testbed).
-inline const std::string kDefaultTarget = std::string(KLSPEC_SOURCE_DIR) + "/models/testbed-target.gguf";
-inline const std::string kDefaultDraft = std::string(KLSPEC_SOURCE_DIR) + "/models/testbed-draft.gguf";
+inline const std::string kDefaultTarget = std::string(build_paths::source_dir) + "/models/testbed-target.gguf";
+inline const std::string kDefaultDraft = std::string(build_paths::source_dir) + "/models/testbed-draft.gguf";
 // data/testbed_<family>_test.jsonl for family word, choice or trace.
 inline std::string testbed_test_set(const std::string& family) {
-    return std::string(KLSPEC_SOURCE_DIR) + "/data/testbed_" + family + "_test.jsonl";
+    return std::string(build_paths::source_dir) + "/data/testbed_" + family + "_test.jsonl";
 }
 inline const std::string kWordTestSet = testbed_test_set("word");
 

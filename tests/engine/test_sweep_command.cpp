@@ -11,11 +11,12 @@
 
 #include "engine/model.h"
 #include "test_support.h"
+#include "build_paths.h"
 
 namespace klspec {
 namespace {
 
-const std::string kDataset = std::string(KLSPEC_SOURCE_DIR) + "/data/testbed_word_test.jsonl";
+const std::string kDataset = std::string(build_paths::source_dir) + "/data/testbed_word_test.jsonl";
 
 std::string sweep_command(const std::string& out, const std::string& extra = "") {
     return test::kCli + " sweep -m " + test::kTargetModel + " -md " + test::kDraftQ4 + " --dataset " + kDataset +
@@ -105,8 +106,9 @@ TEST(SweepCommand, AnInterruptedSweepResumesToTheSameResults) {
         EXPECT_EQ(test::read_file(resumed + "/examples.jsonl"), before) << (cut ? "cut" : "clean");
         // It loads no model: the same with files that are no models.
         std::string no_models = sweep_command(resumed, "--no-plots --summary-only");
+        const std::string readme = std::string(build_paths::source_dir) + "/README.md";
         for (const std::string& model : {test::kTargetModel, test::kDraftQ4})
-            no_models.replace(no_models.find(model), model.size(), std::string(KLSPEC_SOURCE_DIR) + "/README.md");
+            no_models.replace(no_models.find(model), model.size(), readme);
         const test::CommandResult unloaded = test::run_command(no_models);
         ASSERT_EQ(unloaded.exit_code, 0) << unloaded.errors;
         EXPECT_EQ(unloaded.output, summary.output);
@@ -245,9 +247,9 @@ TEST(SweepCommand, CachedPromptsGiveTheSameResults) {
 }
 
 TEST(SweepCommand, EveryDatasetRunsEndToEnd) {
-    const std::string datasets = std::string(KLSPEC_SHARED_DIR) + "/datasets";
-    std::vector<std::string> names = {std::string(KLSPEC_SOURCE_DIR) + "/data/testbed_choice_test.jsonl",
-                                      std::string(KLSPEC_SOURCE_DIR) + "/data/testbed_trace_test.jsonl"};
+    const std::string datasets = std::string(build_paths::shared_dir) + "/datasets";
+    std::vector<std::string> names = {std::string(build_paths::source_dir) + "/data/testbed_choice_test.jsonl",
+                                      std::string(build_paths::source_dir) + "/data/testbed_trace_test.jsonl"};
     if (std::filesystem::exists(datasets + "/gsm8k/test.jsonl")) {
         for (const char* name : {"gsm8k", "math500", "math500-hard", "mmlu-pro", "livecodebench", "humaneval", "mbpp-plus"})
             names.push_back(name);

@@ -14,11 +14,12 @@
 #include "core/error.h"
 #include "eval/problem_scoring.h"
 #include "test_support.h"
+#include "build_paths.h"
 
 namespace klspec {
 namespace {
 
-const std::string kDatasets = std::string(KLSPEC_SHARED_DIR) + "/datasets";
+const std::string kDatasets = std::string(build_paths::shared_dir) + "/datasets";
 
 bool have_datasets() { return std::filesystem::exists(kDatasets + "/humaneval/HumanEval.jsonl.gz"); }
 

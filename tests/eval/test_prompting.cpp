@@ -9,11 +9,12 @@
 #include "eval/problem_scoring.h"
 #include "eval/prompting.h"
 #include "test_support.h"
+#include "build_paths.h"
 
 namespace klspec {
 namespace {
 
-const std::string kDatasets = std::string(KLSPEC_SHARED_DIR) + "/datasets";
+const std::string kDatasets = std::string(build_paths::shared_dir) + "/datasets";
 
 size_t count(const std::string& text, const std::string& what) {
     size_t n = 0;

@@ -18,6 +18,7 @@
 #include "eval/problem_scoring.h"
 #include "eval/sandbox.h"
 #include "test_support.h"
+#include "build_paths.h"
 
 namespace klspec {
 namespace {
@@ -167,7 +168,7 @@ TEST(Sandbox, ForkBombIsBoundedAndCleanedUp) {
 
 TEST(Sandbox, CannotWriteOutsideItsDirectory) {
     const std::string in_tmp = test::temp_path("sandbox-escape.txt");
-    const std::string in_build = std::string(KLSPEC_MODEL_DIR) + "/sandbox-escape.txt";
+    const std::string in_build = std::string(build_paths::model_dir) + "/sandbox-escape.txt";
     for (const std::string& target : {in_tmp, in_build}) {
         const ScoredOutput verdict = score_output(doubling_problem(), solution(fmt::format(
             "    open({:?}, 'w').write('escaped')\n    return 2 * x\n", target)));

@@ -9,15 +9,14 @@ set -euo pipefail
 src=$1 llama_src=$2 build=$3
 [[ -f $llama_src/vendor/cpp-httplib/httplib.h ]] || { echo "no llama.cpp source tree at $llama_src" >&2; exit 1; }
 
-export CCACHE_DIR=${KLSPEC_CCACHE_DIR:-$HOME/.cache/klspec/ccache}
-export CCACHE_BASEDIR=$src CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE=2G
-launcher=()
-command -v ccache >/dev/null && launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+root=$src
+source "$src/scripts/lib/ccache.sh"
 
 rm -rf "$build"
 echo "in-tree: configuring $build from $llama_src" >&2
 cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DLLAMA_SOURCE_DIR="$llama_src" \
-      -DKLSPEC_BUILD_TESTS=OFF -DKLSPEC_BUILD_BENCHMARKS=OFF -DKLSPEC_BUILD_PYTHON=OFF "${launcher[@]}" >/dev/null
+      -DKLSPEC_BUILD_TESTS=OFF -DKLSPEC_BUILD_BENCHMARKS=OFF -DKLSPEC_BUILD_PYTHON=OFF "${ccache_launcher[@]}" \
+      >/dev/null
 echo "in-tree: building klspec (llama.cpp from source; minutes on a cold cache)" >&2
 cmake --build "$build" --target klspec -j "$(nproc)" >"$build/build.log" 2>&1 || { tail -30 "$build/build.log" >&2; exit 1; }
 klspec=$build/klspec

@@ -17,10 +17,11 @@
 #include "core/judge_factory.h"
 #include "engine/speculative_decoder.h"
 #include "test_support.h"
+#include "build_paths.h"
 
 namespace klspec::test {
 
-inline const std::string kFamilyModels = KLSPEC_FAMILY_MODEL_DIR;
+inline const std::string kFamilyModels = build_paths::family_model_dir;
 inline std::string family_target(const std::string& family) { return kFamilyModels + "/" + family + "-target.gguf"; }
 inline std::string family_draft(const std::string& family) { return kFamilyModels + "/" + family + "-draft.gguf"; }
 inline std::string pair_model(const std::string& name) { return kFamilyModels + "/pairs/" + name + ".gguf"; }

@@ -11,6 +11,7 @@
 
 #include "engine/speculative_decoder.h"
 #include "family_support.h"
+#include "build_paths.h"
 
 namespace klspec {
 namespace {
@@ -44,7 +45,7 @@ const std::vector<PairCase> kCases = {
 };
 
 TEST(PairRule, KlspecAcceptsExactlyThePairsLlamaCppAccepts) {
-    const std::string llama_spec = std::string(KLSPEC_LLAMA_TOOLS_DIR) + "/llama-speculative-simple";
+    const std::string llama_spec = std::string(build_paths::llama_tools_dir) + "/llama-speculative-simple";
     std::ostringstream table;
     table << "| case | llama.cpp's rule | llama-speculative-simple | its exit status | klspec generate | klspec's message |\n"
           << "|---|---|---|---|---|---|\n";

@@ -1,6 +1,6 @@
 // The engine on a real pretrained model (label real-model, docs/real-model.md): Gemma 3 270M from PyPI
 // (scripts/fetch-real-model.sh) as the target and its own first layers, exited early, as the draft
-// (tools/real_model/early_exit.py), linked into KLSPEC_REAL_MODEL_DIR by the fixture real_model.make.
+// (tools/real_model/early_exit.py), linked into build_paths::real_model_dir by the fixture real_model.make.
 // Greedy speculative output equals target-only output up to the near-tie rule; every rule of the table runs
 // at V = 262,144 on the real distributions, greedy and sampled, AutoJudge with a head mined and trained on
 // six hand-written multiple-choice problems; chat with llama.cpp's gemma template renders as llama-server
@@ -23,11 +23,12 @@
 #include "llama_server_prompt.h"
 #include "../model_families/family_support.h"
 #include "test_support.h"
+#include "build_paths.h"
 
 namespace klspec {
 namespace {
 
-const std::string kDir = KLSPEC_REAL_MODEL_DIR;
+const std::string kDir = build_paths::real_model_dir;
 const std::string kTarget = kDir + "/target.gguf";
 const std::string kDraft = kDir + "/draft.gguf";
 const std::string kHead = kDir + "/head.json";
@@ -141,7 +142,7 @@ TEST_F(RealModel, EveryRuleRunsOnTheRealDistributions) {
 // vocabulary); here the speculative answer equals the target-only one and holds no marker text.
 TEST_F(RealModel, ChatWithTheGemmaTemplateIsLlamaServersRendering) {
     EXPECT_FALSE(target_->chat_template().has_value()) << "the packaged file now carries a template: test it as its own";
-    const std::string jinja = std::string(KLSPEC_LLAMA_MODELS_DIR) + "/templates/google-gemma-2-2b-it.jinja";
+    const std::string jinja = std::string(build_paths::llama_models_dir) + "/templates/google-gemma-2-2b-it.jinja";
     std::ifstream in(jinja);
     ASSERT_TRUE(in) << jinja;
     const std::string source((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -1,6 +1,6 @@
 // The engine on a real draft/target pair of one family (label real-pair, docs/real-pair.md):
 // Qwen2.5-Coder-1.5B-Instruct (Q4_K_M) verified with Qwen2.5-Coder-0.5B-Instruct, both from PyPI
-// (scripts/fetch-real-model.sh), linked into KLSPEC_REAL_PAIR_DIR by the fixture real_pair.make.
+// (scripts/fetch-real-model.sh), linked into build_paths::real_pair_dir by the fixture real_pair.make.
 // Greedy speculative output equals target-only output up to the near-tie rule at γ 4 and 16, with the models
 // loaded as a user's `klspec generate` loads them; every rule runs at V = 151,936, greedy and sampled; the
 // model's ChatML template renders as llama-server renders it and the answer stops at <|im_end|>; and
@@ -25,11 +25,12 @@
 #include "llama_server_prompt.h"
 #include "../model_families/family_support.h"
 #include "test_support.h"
+#include "build_paths.h"
 
 namespace klspec {
 namespace {
 
-const std::string kDir = KLSPEC_REAL_PAIR_DIR;
+const std::string kDir = build_paths::real_pair_dir;
 const std::string kTarget = kDir + "/target.gguf";
 const std::string kDraft = kDir + "/draft.gguf";
 
@@ -304,7 +305,7 @@ TEST_F(RealPair, ChatRendersAsLlamaServerAndStopsAtImEnd) {
 // `klspec bench` on HumanEval as a user runs it: EvalPlus's chat prompt, the pair, the tests in the sandbox,
 // pass@1 printed. The target solves the first problems (published pass@1 70.7 % on all 164).
 TEST_F(RealPair, BenchScoresHumanEvalPassAtOne) {
-    const std::string datasets = std::string(KLSPEC_SHARED_DIR) + "/datasets";
+    const std::string datasets = std::string(build_paths::shared_dir) + "/datasets";
     if (!std::filesystem::exists(datasets + "/humaneval/HumanEval.jsonl.gz")) GTEST_SKIP() << "no ../shared/datasets";
     const std::string outputs = test::temp_path("real-pair-humaneval.jsonl");
     const test::CommandResult r = test::run_command(test::kCli + " bench -m " + kTarget + " -md " + kDraft +

@@ -26,6 +26,7 @@
 #include "core/token_logprobs.h"
 #include "server/server.h"
 #include "test_support.h"
+#include "build_paths.h"
 
 extern char** environ;
 
@@ -1094,10 +1095,10 @@ TEST_F(ChatServerTest, OfficialOpenAiNodeClient) {
     if (test::run_command("command -v node").exit_code != 0)
         GTEST_SKIP() << "node is not installed: the OpenAI client library was not tried";
     const test::CommandResult install =
-        test::run_command("bash " + std::string(KLSPEC_SOURCE_DIR) + "/scripts/npm-openai.sh");
+        test::run_command("bash " + std::string(build_paths::source_dir) + "/scripts/npm-openai.sh");
     if (install.exit_code != 0) GTEST_SKIP() << "no OpenAI client library: " << install.output;
     const test::CommandResult client = test::run_command(
-        "NODE_PATH='" + last_line(install.output) + "' node " + KLSPEC_SOURCE_DIR +
+        "NODE_PATH='" + last_line(install.output) + "' node " + build_paths::source_dir +
         "/tests/server/openai_client.cjs http://127.0.0.1:" + std::to_string(port()) + "/v1 stories260K");
     ASSERT_EQ(client.exit_code, 0) << client.errors;
     const json got = json::parse(client.output);
