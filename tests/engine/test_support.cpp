@@ -165,20 +165,32 @@ GreedyReference greedy_reference(const Model& target, std::vector<int32_t> token
 
 double max_batch_single_difference(const std::string& model_path, const std::vector<std::string>& prompts,
                                    int32_t tokens, const ContextOptions& context, const ModelOptions& model) {
+    return max_batch_single_differences(model_path, prompts, tokens, context, model, {context.n_batch}).front();
+}
+
+std::vector<double> max_batch_single_differences(const std::string& model_path, const std::vector<std::string>& prompts,
+                                                 int32_t tokens, const ContextOptions& context, const ModelOptions& model,
+                                                 const std::vector<int32_t>& batch_sizes) {
     const Model target(model_path, model);
-    SpeculativeDecoder decoder(target, nullptr, context);
     const size_t n_vocab = static_cast<size_t>(target.n_vocab());
-    double largest = 0;
+    ContextOptions reference_context = context;
+    reference_context.n_batch = batch_sizes.front();
+    std::vector<double> largest(batch_sizes.size(), 0.0);
     for (const std::string& prompt : prompts) {
-        const GreedyReference single = greedy_reference(target, prompt, tokens, context);
+        const GreedyReference single = greedy_reference(target, prompt, tokens, reference_context);
         std::vector<int32_t> sequence = target.tokenize(prompt, true, true);
         const size_t first_row = sequence.size() - 1;  // the row after the prompt's last token
         sequence.insert(sequence.end(), single.tokens.begin(), single.tokens.end());
-        const ForwardResult batched = decoder.forward(ModelRole::Target, sequence, false);
-        for (size_t step = 0; step < single.top2_gap.size() && first_row + step < sequence.size(); ++step)
-            for (size_t v = 0; v < n_vocab; ++v)
-                largest = std::max(largest, std::abs(double(single.logits[step * n_vocab + v]) -
-                                                     double(batched.logits[(first_row + step) * n_vocab + v])));
+        for (size_t b = 0; b < batch_sizes.size(); ++b) {
+            ContextOptions verification = context;
+            verification.n_batch = batch_sizes[b];
+            SpeculativeDecoder decoder(target, nullptr, verification);
+            const ForwardResult batched = decoder.forward(ModelRole::Target, sequence, false);
+            for (size_t step = 0; step < single.top2_gap.size() && first_row + step < sequence.size(); ++step)
+                for (size_t v = 0; v < n_vocab; ++v)
+                    largest[b] = std::max(largest[b], std::abs(double(single.logits[step * n_vocab + v]) -
+                                                               double(batched.logits[(first_row + step) * n_vocab + v])));
+        }
     }
     return largest;
 }

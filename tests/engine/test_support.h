@@ -90,6 +90,11 @@ GreedyReference greedy_reference(const Model& target, std::vector<int32_t> promp
 // `tokens` greedy tokens after each prompt. Below kNearTieGap / 2, the argmax can flip only at a near tie.
 double max_batch_single_difference(const std::string& model_path, const std::vector<std::string>& prompts,
                                    int32_t tokens, const ContextOptions& context, const ModelOptions& model = offload());
+// The same at each verification batch size (ContextOptions::n_batch), one difference a size, with the model loaded
+// and the one-token reference decoded once (its prompt prefilled in batches of the first size).
+std::vector<double> max_batch_single_differences(const std::string& model_path, const std::vector<std::string>& prompts,
+                                                 int32_t tokens, const ContextOptions& context, const ModelOptions& model,
+                                                 const std::vector<int32_t>& batch_sizes);
 
 // Where `tokens` first leaves `reference.tokens` (-1: equal). Fails the test when that position is not
 // a near tie of the reference's logits (top-2 gap below `gap`); `divergences` counts the accepted ones.
