@@ -32,15 +32,18 @@ report() {
         --exclude-directories '.*/CMakeFiles/[0-9.]+/.*' \
         --exclude-throw-branches --exclude-unreachable-branches --json "$1" -j "$(nproc)" >/dev/null
 }
-sanitized_excluded="real-model|real-pair|lm-eval|python|install|in-tree"  # labels; and bench.* (no label)
+source "$root/scripts/lib/sanitized_selection.sh"
+# And what a sanitized build does not register: the Python module's tests, the install and in-tree checks, bench.*.
+labels="$sanitized_excluded_labels|python|install|in-tree"
+tests="$sanitized_excluded_tests|^bench[.]"
 # A failing test still leaves its counts: the report is made, and the run says so at its end.
 failed=0
 echo "coverage: the sanitized half's selection" >&2
-(cd "$build_dir" && ctest -j "$(nproc)" -LE "$sanitized_excluded" -E '^bench[.]' --output-on-failure) || failed=1
+(cd "$build_dir" && ctest -j "$(nproc)" -LE "$labels" -E "$tests" --output-on-failure) || failed=1
 report "$build_dir/coverage-sanitized.json"
 echo "coverage: the rest of the plain run" >&2
-(cd "$build_dir" && ctest -j "$(nproc)" -L "$sanitized_excluded" --output-on-failure) || failed=1
-(cd "$build_dir" && ctest -j "$(nproc)" -R '^bench[.]' --output-on-failure) || failed=1
+(cd "$build_dir" && ctest -j "$(nproc)" -L "$labels" --output-on-failure) || failed=1
+(cd "$build_dir" && ctest -j "$(nproc)" -LE "$labels" -R "$tests" --output-on-failure) || failed=1
 report "$build_dir/coverage-plain.json"
 python3 "$root/scripts/lib/coverage_table.py" "$build_dir/coverage-sanitized.json" "$build_dir/coverage-plain.json" \
   ${json_out:+--json "$json_out"}
