@@ -361,6 +361,16 @@ Server::Server(ServerOptions options) : options_(std::move(options)), http_(std:
     const size_t threads = std::max<size_t>(16, 4 * static_cast<size_t>(options_.slots));
     http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     http_->set_payload_max_length(options_.max_body_bytes);
+    // A response is two writes (headers, body); with Nagle's algorithm the body waits for the client's delayed
+    // ACK of the headers, ~28 ms a request on a kept-alive connection (lm-evaluation-harness's thousands of
+    // short requests). llama-server builds cpp-httplib with CPPHTTPLIB_TCP_NODELAY; Debian's is built without.
+    http_->set_tcp_nodelay(true);
+    // SO_REUSEADDR alone, as llama-server: Debian's cpp-httplib adds SO_REUSEPORT, with which a second server on
+    // the same port starts without an error and takes half of the first one's connections.
+    http_->set_socket_options([](socket_t sock) {
+        const int on = 1;
+        setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+    });
     add_routes();
 }
 

@@ -2,6 +2,11 @@
 // draft, spoken to with cpp-httplib's client.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <atomic>
 #include <csignal>
@@ -668,6 +673,53 @@ TEST_F(ServerTest, TokenPromptsGetTheBosTheTextPromptGets) {
 
 // vLLM's /tokenizer_info, lm-evaluation-harness's remote tokenizer's first call: the special tokens' text
 // (which /tokenize turns back into their ids) and the chat template.
+// Seconds for each of `requests` POSTs of `body` to `path` on one kept-alive connection, each request sent in one
+// write with TCP_NODELAY (as Python's http.client sends it), timed until its whole body is in; empty when the
+// connection fails.
+std::vector<double> kept_alive_reply_seconds(int port, const std::string& path, const std::string& body, int requests) {
+    const int sock = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<uint16_t>(port));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const int on = 1;
+    setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
+    std::vector<double> seconds;
+    if (connect(sock, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) return close(sock), seconds;
+    const std::string request = fmt::format("POST {} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                                            "Content-Length: {}\r\n\r\n{}", path, body.size(), body);
+    for (int i = 0; i < requests; ++i) {
+        const auto start = std::chrono::steady_clock::now();
+        if (send(sock, request.data(), request.size(), 0) != static_cast<ssize_t>(request.size())) break;
+        std::string reply;
+        size_t head_end = std::string::npos, length = 0;
+        char buffer[4096];
+        while (head_end == std::string::npos || reply.size() < head_end + 4 + length) {
+            const ssize_t got = recv(sock, buffer, sizeof buffer, 0);
+            if (got <= 0) return close(sock), std::vector<double>();
+            reply.append(buffer, static_cast<size_t>(got));
+            if (head_end == std::string::npos && (head_end = reply.find("\r\n\r\n")) != std::string::npos) {
+                const size_t at = reply.find("Content-Length: ");
+                length = at < head_end ? std::stoul(reply.substr(at + 16)) : 0;
+            }
+        }
+        seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    close(sock);
+    return seconds;
+}
+
+// A reply is two writes (headers, body): without TCP_NODELAY the body waited for the client's delayed ACK, 40-50 ms
+// a request on a kept-alive connection (lm-evaluation-harness's loglikelihood requests took 37 s for 240 where
+// they take 25). cpp-httplib keeps a connection for 5 requests; the first is answered at once either way.
+TEST_F(ServerTest, KeptAliveConnectionsAnswerWithoutWaitingForAnAck) {
+    std::vector<double> seconds = kept_alive_reply_seconds(port(), "/tokenize", R"({"content": "Once upon a time"})", 4);
+    ASSERT_EQ(seconds.size(), 4u);
+    seconds.erase(seconds.begin());
+    std::sort(seconds.begin(), seconds.end());
+    EXPECT_LT(seconds[1], 0.02) << "median of the kept-alive replies; a delayed ACK takes 40 ms";
+}
+
 TEST_F(ServerTest, TokenizerInfoNamesTheSpecialTokens) {
     const HttpReply reply = get("/tokenizer_info");
     ASSERT_EQ(reply.status, 200) << reply.body;
@@ -1253,6 +1305,19 @@ TEST(ServeCommand, BadApiKeysAreAOneLineError) {
         EXPECT_EQ(std::count(result.errors.begin(), result.errors.end(), '\n'), 1) << result.errors;
         EXPECT_EQ(result.output, "") << flags;
     }
+}
+
+// A second server on a port in use stops with one line, as llama-server: with the SO_REUSEPORT that Debian's
+// cpp-httplib sets by default it listened too, and took half of the first one's connections.
+TEST(ServeCommand, APortInUseIsAOneLineError) {
+    ServeProcess first({"-m", test::kTargetModel, "-md", test::kDraftQ4, "-c", "256"});
+    ASSERT_GT(first.port, 0) << first.listening;
+    const test::CommandResult second = test::run_command(fmt::format(
+        "timeout 60 {} serve -m {} -md {} -c 256 -t 1 --port {}", test::kCli, test::kTargetModel, test::kDraftQ4, first.port));
+    EXPECT_EQ(second.exit_code, 1) << second.output << second.errors;
+    EXPECT_NE(second.errors.find(fmt::format("cannot listen on 127.0.0.1:{}", first.port)), std::string::npos)
+        << second.errors;
+    EXPECT_EQ(std::count(second.errors.begin(), second.errors.end(), '\n'), 1) << second.errors;
 }
 
 // A chat template that cannot serve stops `klspec serve` before it listens: one line, exit 1.
