@@ -362,7 +362,7 @@ Server::Server(ServerOptions options) : options_(std::move(options)), http_(std:
     http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     http_->set_payload_max_length(options_.max_body_bytes);
     // A response is two writes (headers, body); with Nagle's algorithm the body waits for the client's delayed
-    // ACK of the headers, ~28 ms a request on a kept-alive connection (lm-evaluation-harness's thousands of
+    // ACK of the headers, 40-50 ms a request on a kept-alive connection (lm-evaluation-harness's thousands of
     // short requests). llama-server builds cpp-httplib with CPPHTTPLIB_TCP_NODELAY; Debian's is built without.
     http_->set_tcp_nodelay(true);
     // SO_REUSEADDR alone, as llama-server: Debian's cpp-httplib adds SO_REUSEPORT, with which a second server on

@@ -671,8 +671,6 @@ TEST_F(ServerTest, TokenPromptsGetTheBosTheTextPromptGets) {
     EXPECT_EQ(completion(without_bos, std::nullopt).at("usage").at("prompt_tokens"), without_bos.size());
 }
 
-// vLLM's /tokenizer_info, lm-evaluation-harness's remote tokenizer's first call: the special tokens' text
-// (which /tokenize turns back into their ids) and the chat template.
 // Seconds for each of `requests` POSTs of `body` to `path` on one kept-alive connection, each request sent in one
 // write with TCP_NODELAY (as Python's http.client sends it), timed until its whole body is in; empty when the
 // connection fails.
@@ -720,6 +718,8 @@ TEST_F(ServerTest, KeptAliveConnectionsAnswerWithoutWaitingForAnAck) {
     EXPECT_LT(seconds[1], 0.02) << "median of the kept-alive replies; a delayed ACK takes 40 ms";
 }
 
+// vLLM's /tokenizer_info, lm-evaluation-harness's remote tokenizer's first call: the special tokens' text
+// (which /tokenize turns back into their ids) and the chat template.
 TEST_F(ServerTest, TokenizerInfoNamesTheSpecialTokens) {
     const HttpReply reply = get("/tokenizer_info");
     ASSERT_EQ(reply.status, 200) << reply.body;
