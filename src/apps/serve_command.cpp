@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <memory>
 #include <thread>
 
@@ -80,7 +81,11 @@ void run_serve(const ServeOptions& options) {
         RunOptions run = options.run;
         run.context.n_sequences = options.server.slots;
         run.judge.span = {};  // the server resolves a `think` span with the chat template it applies
-        session = open_session(run);
+        // Loaded on a thread that ends here, so that the decoding thread is the process's only OpenMP master. The
+        // start-up decoding (warm-up, the repack probe) leaves its thread a libgomp team; with two teams libgomp
+        // manages more threads than cores and cuts every barrier's spin from 300,000 to 100, so the compute
+        // threads sleep and wake hundreds of times a token (docs/server.md, "One OpenMP team").
+        session = std::async(std::launch::async, [&run] { return open_session(run); }).get();
         session.generation.judge_span = options.run.judge.span;
         generation = session.generation;
         generation.cache_prompt = !options.no_cache_prompt;

@@ -12,6 +12,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <future>
@@ -1318,6 +1319,23 @@ TEST(ServeCommand, APortInUseIsAOneLineError) {
     EXPECT_NE(second.errors.find(fmt::format("cannot listen on 127.0.0.1:{}", first.port)), std::string::npos)
         << second.errors;
     EXPECT_EQ(std::count(second.errors.begin(), second.errors.end(), '\n'), 1) << second.errors;
+}
+
+// libgomp keeps an OpenMP team for each thread that ever starts one. With two (the models' start-up decoding on the
+// main thread, the steps on the decoding thread) it manages more threads than cores and cuts every barrier's spin
+// from 300,000 to 100: on the real pair the compute threads then slept ~680 times a second and one client got
+// 0.5-0.7x llama-server (docs/server.md, "One OpenMP team"). So `-t 2` adds one OpenMP worker to `-t 1`, not two.
+// The Q8_0 target: a repackable one, whose kernel probe decodes at start-up.
+TEST(ServeCommand, DecodesWithOneOpenMpTeam) {
+    const auto threads_after_a_request = [](const char* threads) {
+        ServeProcess serve({"-m", test::kDraftQ8, "-md", test::kDraftQ4, "-c", "256", "-t", threads});
+        EXPECT_GT(serve.port, 0) << serve.listening;
+        if (serve.port <= 0) return -1;
+        EXPECT_EQ(call(serve.port, "POST", "/v1/completions", R"({"prompt": "Once upon a time", "max_tokens": 8})").status, 200);
+        const auto tasks = std::filesystem::directory_iterator(fmt::format("/proc/{}/task", serve.pid));
+        return static_cast<int>(std::distance(std::filesystem::begin(tasks), std::filesystem::end(tasks)));
+    };
+    EXPECT_EQ(threads_after_a_request("2") - threads_after_a_request("1"), 1);
 }
 
 // A chat template that cannot serve stops `klspec serve` before it listens: one line, exit 1.
