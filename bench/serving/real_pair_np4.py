@@ -4,9 +4,9 @@
 
   /usr/bin/python3 bench/serving/real_pair_np4.py [--passes 2] [--requests 16] [--max-tokens 128]
       [--klspec build/klspec] [--work ~/.cache/klspec/real-pair-np4] [--no-llama-draft] [--servers WORDS]
-      [--also OPTIONS] [--json]
+      [--also OPTIONS] [--clients 4] [--draft FILE] [--alternate] [--json]
 
-Four streaming clients (bench/serving/serve_load.py) send the first 8 HumanEval problems in EvalPlus's chat
+Four streaming clients (--clients) (bench/serving/serve_load.py) send the first 8 HumanEval problems in EvalPlus's chat
 prompt (as `klspec bench` renders them), greedy, to each server in turn, every server started alike with 4 slots
 and `-t 2`:
   * klspec serve with the draft at its defaults (the automatic γ; the target repacked, exact with klspec's patched
@@ -17,7 +17,13 @@ and `-t 2`:
 --passes interleaved passes, the second in reverse order; the table gives each pass's tokens/s (all clients'
 tokens over the wall time), the ratio to llama-server without a draft in the same pass, and the server's CPU time
 over the wall time (cores busy: its threads' spin-waiting counts as busy).
+
+--alternate: all servers start at once and take turns, a load of --requests each (say one per client), --passes
+times, the order reversed every other turn, each turn on the next prompts of the eight. On a machine whose speed
+drifts for minutes at a time (a shared host), turns of a few seconds put both sides of a ratio in the same spell,
+where whole passes of minutes do not. Servers waiting for their turn sleep.
 """
+import contextlib
 import argparse
 import json
 import subprocess
@@ -59,8 +65,26 @@ def servers(klspec, llama_server, target, draft):
     }
 
 
+def rotated_prompts(prompts, start, work):
+    """The prompts file from its line `start` on, wrapping round: each turn of --alternate its own prompts."""
+    lines = prompts.read_text().splitlines()
+    start %= len(lines)
+    path = work / f"prompts-from-{start}.jsonl"
+    path.write_text("\n".join(lines[start:] + lines[:start]) + "\n")
+    return path
+
+
+def measured_load(server, prompts, args):
+    cpu, wall = server.cpu_seconds(), time.monotonic()
+    result = load(server.url, prompts, args)
+    # Cores busy over the load: a server whose kernels match another's but which runs slower with fewer cores
+    # busy waits somewhere between its batches.
+    result["cores_busy"] = (server.cpu_seconds() - cpu) / (time.monotonic() - wall)
+    return result
+
+
 def load(url, prompts, args):
-    done = subprocess.run([sys.executable, HERE / "serve_load.py", "--url", url, "--concurrency", "4",
+    done = subprocess.run([sys.executable, HERE / "serve_load.py", "--url", url, "--concurrency", str(args.clients),
                            "--requests", str(args.requests), "--max-tokens", str(args.max_tokens),
                            "--prompts", prompts, "--limit", "8", "--json"], capture_output=True, text=True)
     if done.returncode != 0:
@@ -80,10 +104,18 @@ def main():
                         "(llama-server without a draft, the reference, always runs)")
     parser.add_argument("--also", metavar="OPTIONS", help="each chosen klspec server again with these options added, "
                         "an A/B in the same run (e.g. \"--poll 50\")")
+    parser.add_argument("--clients", type=int, default=4, help="streaming clients at once (the servers keep 4 slots)")
+    parser.add_argument("--draft", type=Path, help="another draft GGUF for every server that loads one (e.g. the "
+                        "Q4_0 draft of bench/model_pairs/real_pair_drafts.sh); default: the shipped 0.5B")
+    parser.add_argument("--alternate", action="store_true", help="start every server at once and let them take "
+                        "turns of --requests each, --passes turns (see above)")
     parser.add_argument("--json", action="store_true", help="print the results as one JSON object")
     args = parser.parse_args()
+    if args.draft and not args.draft.is_file():
+        sys.exit(f"real_pair_np4: --draft {args.draft}: no such file")
     args.work.mkdir(parents=True, exist_ok=True)
-    target, draft = fetch_real_model("qwen2.5-coder-1.5b"), fetch_real_model("qwen2.5-coder-0.5b")
+    target = fetch_real_model("qwen2.5-coder-1.5b")
+    draft = args.draft or fetch_real_model("qwen2.5-coder-0.5b")
     prompts = rendered_prompts(args.klspec, target, args.work)
     commands = servers(args.klspec, llama_server_binary(), target, draft)
     if args.no_llama_draft:
@@ -96,16 +128,18 @@ def main():
         commands.update({f"{name}, {args.also}": [*command, *args.also.split()]
                          for name, command in list(commands.items()) if name.startswith("klspec")})
     results = {name: [] for name in commands}
-    for p in range(args.passes):
-        for name in (list(commands) if p % 2 == 0 else list(reversed(commands))):
-            with Server(commands[name], name, timeout=300) as server:
-                cpu, wall = server.cpu_seconds(), time.monotonic()
-                result = load(server.url, prompts, args)
-                # Cores busy over the load: a server whose kernels match another's but which runs slower with
-                # fewer cores busy waits somewhere between its batches.
-                result["cores_busy"] = (server.cpu_seconds() - cpu) / (time.monotonic() - wall)
-                results[name].append(result)
-            print(f"pass {p}: {name}: {results[name][-1]['tokens_per_second']:.2f} tok/s", file=sys.stderr)
+    with contextlib.ExitStack() as running:
+        started = ({name: running.enter_context(Server(command, name, timeout=300)) for name, command in commands.items()}
+                   if args.alternate else {})
+        for p in range(args.passes):
+            turn_prompts = rotated_prompts(prompts, p * args.requests, args.work) if args.alternate else prompts
+            for name in (list(commands) if p % 2 == 0 else list(reversed(commands))):
+                if args.alternate:
+                    results[name].append(measured_load(started[name], turn_prompts, args))
+                else:
+                    with Server(commands[name], name, timeout=300) as server:
+                        results[name].append(measured_load(server, prompts, args))
+                print(f"pass {p}: {name}: {results[name][-1]['tokens_per_second']:.2f} tok/s", file=sys.stderr)
     (args.work / "results.json").write_text(json.dumps({"commands": {k: list(map(str, v)) for k, v in
                                                                      commands.items()}, "results": results}))
     if args.json:
@@ -113,13 +147,17 @@ def main():
         return
     reference = results["llama-server, no draft"]
     print("\n".join(cpu_header()))
-    print(f"\n4 clients, {args.requests} requests of {args.max_tokens} tokens per server and pass, greedy\n")
-    print("| server | tok/s per pass | × llama-server no draft | latency p50 s | first chunk p50 s | cores busy | "
-          "drafted |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    turns = f"turns (--alternate) of {args.requests}" if args.alternate else f"passes of {args.requests}"
+    print(f"\n{args.clients} clients, draft {Path(draft).name}, {args.passes} {turns} requests of {args.max_tokens} "
+          "tokens per server, greedy\n")
+    print("| server | tok/s per pass | × llama-server no draft | mean × | latency p50 s | first chunk p50 s | "
+          "cores busy | drafted |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for name, runs in results.items():
         rates = " / ".join(f"{r['tokens_per_second']:.2f}" for r in runs)
-        ratios = " / ".join(f"{r['tokens_per_second'] / ref['tokens_per_second']:.2f}" for r, ref in zip(runs, reference))
+        each = [r["tokens_per_second"] / ref["tokens_per_second"] for r, ref in zip(runs, reference)]
+        ratios = " / ".join(f"{ratio:.2f}" for ratio in each)
+        ratios += f" | {sum(each) / len(each):.2f}"
         latency = " / ".join(f"{r['latency_p50']:.2f}" for r in runs)
         first = " / ".join(f"{r['first_chunk_p50']:.2f}" for r in runs)
         busy = " / ".join(f"{r['cores_busy']:.2f}" for r in runs)

@@ -67,7 +67,7 @@ def request_headers(api_key=None):
 
 def one_request(url, body, api_key=None):
     """Streams one completion; returns (seconds, seconds to the first chunk, completion tokens, text, drafted
-    tokens as llama-server's timings report them, or None)."""
+    tokens as llama-server's timings or klspec's `speculative` report them, or None)."""
     parts = urllib.parse.urlsplit(url)
     connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=300)
     start = time.perf_counter()
@@ -94,6 +94,8 @@ def one_request(url, body, api_key=None):
             tokens = chunk["usage"]["completion_tokens"]
         if "draft_n" in chunk.get("timings", {}):
             drafted = chunk["timings"]["draft_n"]
+        if "drafted" in chunk.get("speculative", {}):  # klspec's, in its last chunk with choices
+            drafted = chunk["speculative"]["drafted"]
     connection.close()
     if not done or finish_reason is None:
         raise RuntimeError("the stream ended without a finish reason and [DONE]")
