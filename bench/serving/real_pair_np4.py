@@ -6,7 +6,7 @@
       [--klspec build/klspec] [--work ~/.cache/klspec/real-pair-np4] [--no-llama-draft] [--servers WORDS]
       [--also OPTIONS] [--clients 4] [--draft FILE] [--alternate] [--json]
 
-Four streaming clients (--clients) (bench/serving/serve_load.py) send the first 8 HumanEval problems in EvalPlus's chat
+Four streaming clients (--clients; bench/serving/serve_load.py) send the first 8 HumanEval problems in EvalPlus's chat
 prompt (as `klspec bench` renders them), greedy, to each server in turn, every server started alike with 4 slots
 and `-t 2`:
   * klspec serve with the draft at its defaults (the automatic γ; the target repacked, exact with klspec's patched
@@ -23,8 +23,8 @@ times, the order reversed every other turn, each turn on the next prompts of the
 drifts for minutes at a time (a shared host), turns of a few seconds put both sides of a ratio in the same spell,
 where whole passes of minutes do not. Servers waiting for their turn sleep.
 """
-import contextlib
 import argparse
+import contextlib
 import json
 import subprocess
 import sys
@@ -138,7 +138,7 @@ def main():
                     results[name].append(measured_load(started[name], turn_prompts, args))
                 else:
                     with Server(commands[name], name, timeout=300) as server:
-                        results[name].append(measured_load(server, prompts, args))
+                        results[name].append(measured_load(server, turn_prompts, args))
                 print(f"pass {p}: {name}: {results[name][-1]['tokens_per_second']:.2f} tok/s", file=sys.stderr)
     (args.work / "results.json").write_text(json.dumps({"commands": {k: list(map(str, v)) for k, v in
                                                                      commands.items()}, "results": results}))
@@ -157,11 +157,11 @@ def main():
         rates = " / ".join(f"{r['tokens_per_second']:.2f}" for r in runs)
         each = [r["tokens_per_second"] / ref["tokens_per_second"] for r, ref in zip(runs, reference)]
         ratios = " / ".join(f"{ratio:.2f}" for ratio in each)
-        ratios += f" | {sum(each) / len(each):.2f}"
+        mean = sum(each) / len(each)
         latency = " / ".join(f"{r['latency_p50']:.2f}" for r in runs)
         first = " / ".join(f"{r['first_chunk_p50']:.2f}" for r in runs)
         busy = " / ".join(f"{r['cores_busy']:.2f}" for r in runs)
-        print(f"| {name} | {rates} | {ratios} | {latency} | {first} | {busy} | {sum(r['drafted'] for r in runs)} |")
+        print(f"| {name} | {rates} | {ratios} | {mean:.2f} | {latency} | {first} | {busy} | {sum(r['drafted'] for r in runs)} |")
 
 
 if __name__ == "__main__":
