@@ -4,7 +4,7 @@
 
   /usr/bin/python3 bench/serving/real_pair_np4.py [--passes 2] [--requests 16] [--max-tokens 128]
       [--klspec build/klspec] [--work ~/.cache/klspec/real-pair-np4] [--no-llama-draft] [--servers WORDS]
-      [--also OPTIONS] [--clients 4] [--draft FILE] [--alternate] [--json]
+      [--also OPTIONS] [--baseline-klspec BINARY] [--clients 4] [--draft FILE] [--alternate] [--json]
 
 Four streaming clients (--clients; bench/serving/serve_load.py) send the first 8 HumanEval problems in EvalPlus's chat
 prompt (as `klspec bench` renders them), greedy, to each server in turn, every server started alike with 4 slots
@@ -104,6 +104,8 @@ def main():
                         "(llama-server without a draft, the reference, always runs)")
     parser.add_argument("--also", metavar="OPTIONS", help="each chosen klspec server again with these options added, "
                         "an A/B in the same run (e.g. \"--poll 50\")")
+    parser.add_argument("--baseline-klspec", type=Path, metavar="BINARY", help="each chosen klspec server again "
+                        "with this klspec binary (say the build before a change): an A/B of two builds in one run")
     parser.add_argument("--clients", type=int, default=4, help="streaming clients at once (the servers keep 4 slots)")
     parser.add_argument("--draft", type=Path, help="another draft GGUF for every server that loads one (e.g. the "
                         "Q4_0 draft of bench/model_pairs/real_pair_drafts.sh); default: the shipped 0.5B")
@@ -124,6 +126,11 @@ def main():
         words = args.servers.split(",")
         commands = {name: command for name, command in commands.items()
                     if name == "llama-server, no draft" or any(word in name for word in words)}
+    if args.baseline_klspec:
+        if not args.baseline_klspec.is_file():
+            sys.exit(f"real_pair_np4: --baseline-klspec {args.baseline_klspec}: no such file")
+        commands.update({f"{name} ({args.baseline_klspec.name})": [args.baseline_klspec, *command[1:]]
+                         for name, command in list(commands.items()) if name.startswith("klspec")})
     if args.also:
         commands.update({f"{name}, {args.also}": [*command, *args.also.split()]
                          for name, command in list(commands.items()) if name.startswith("klspec")})

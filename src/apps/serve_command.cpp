@@ -178,8 +178,9 @@ void register_serve_command(CLI::App& app) {
     cmd->add_option("--prefill-chunk", options->prefill_chunk,
                     "Chunked prefill: a new request's prompt goes in chunks of at most N tokens, each in one decoding "
                     "step's batch beside the running requests' rows, so their streams keep flowing while a long prompt "
-                    "arrives (as vLLM's chunked prefill; llama-server puts up to -b tokens in one batch). The output is "
-                    "the same either way. 0: each prompt is prefilled whole before the next step")
+                    "arrives (as vLLM's chunked prefill; llama-server puts up to -b tokens in one batch). With no stream "
+                    "running, prompts go in whole batches of -b. The output is the same either way. 0: each prompt is "
+                    "prefilled whole before the next step")
         ->capture_default_str()->check(CLI::NonNegativeNumber);
     cmd->add_flag("--add-bos-to-token-prompts", options->add_bos_to_token_prompts,
                   "Prepend the BOS token to a token-id prompt that does not start with it, where the model's text "

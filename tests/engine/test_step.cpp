@@ -806,7 +806,21 @@ TEST(Step, ChunkedPrefillDecodesTheSameAndKeepsOtherStreamsFlowing) {
         EXPECT_EQ(arriving.result().tokens.size(), step + 1 < chunks ? 0u : 1u) << "chunk " << step;
     }
     while (!arriving.finished()) decoder.step(batch);
-    EXPECT_EQ(arriving.result().tokens, alone.generate(long_prompt, arriving_options).tokens);
+    const GenerationResult reference = alone.generate(long_prompt, arriving_options);
+    EXPECT_EQ(arriving.result().tokens, reference.tokens);
+
+    // With no stream running, nothing waits on a prompt: it goes in whole batches, one call here, not chunks.
+    SpeculativeDecoder idle(target, &draft, test_context(2));
+    idle.set_prefill_chunk(kChunk);
+    Sequence solo = idle.start(0, long_tokens, arriving_options);
+    Sequence* const only[] = {&solo};
+    ASSERT_LE(long_tokens.size(), size_t(test_context(2).n_ctx));  // within one batch (n_batch: the context's)
+    const int64_t calls_before = idle.target_decode_calls();
+    idle.step(only);
+    EXPECT_EQ(idle.target_decode_calls() - calls_before, 1);
+    EXPECT_EQ(solo.result().tokens.size(), 1u) << "the prompt's first token came at its first step";
+    while (!solo.finished()) idle.step(only);
+    EXPECT_EQ(solo.result().tokens, reference.tokens);
 }
 
 // A pass asked for the rows from k on outputs exactly those rows (the prompt's rows skip the output head,
