@@ -2,9 +2,10 @@
 """AutoJudge against KL on one dataset (issue 9): accuracy, MAT, acceptance and speed per setting.
 
 Runs `klspec bench --json` once per setting on the same problems and models and prints a Markdown table.
-Settings: vanilla, kl:TAU (confidence mask 0.9, DESIGN.md), kl-nomask:TAU, autojudge:TAU (needs --head;
-`autojudge:q0.6` takes the head file's threshold candidate at validation quantile 0.6), topk:K,
-topn-delta:N/DELTA, and RULE:THRESHOLD for the other rules (target-entropy, prob-threshold, typical, ...).
+Settings: vanilla, kl:TAU (confidence mask 0.9, docs/design.md "The verification rules"), kl-nomask:TAU,
+autojudge:TAU (needs --head; `autojudge:q0.6` takes the head file's threshold candidate at validation
+quantile 0.6), topk:K, topn-delta:N/DELTA, and RULE:THRESHOLD for the other rules (target-entropy,
+prob-threshold, typical, ...).
 """
 import argparse
 import json

@@ -108,7 +108,7 @@ void register_mine_command(CLI::App& app) {
     add_draft_policy_option(*cmd, options->mining.draft_policy);
     cmd->add_option("--temp", options->mining.temperature,
                     "Sample the continuations after a swap at this temperature (label consistency, Fig. 4); "
-                    "0 = greedy, as DESIGN.md's labels")
+                    "0 = greedy, as docs/design.md's labels")
         ->capture_default_str()->check(CLI::Range(0.0, 100.0));
     cmd->add_option("-s,--seed", options->mining.seed, "Seed of the sampled continuations")->capture_default_str();
     cmd->add_option("--parallel", options->parallel,

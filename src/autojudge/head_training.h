@@ -1,4 +1,4 @@
-// Training AutoJudge's head from a mining run (DESIGN.md, "AutoJudge training"; after the published
+// Training AutoJudge's head from a mining run (docs/design.md, "AutoJudge training"; after the published
 // train_head_gsm8k.py): standardise the features, fit L2-regularised logistic regression with liblinear
 // for each C of a grid, keep the C with the best validation ROC-AUC (validation = a split by problem),
 // and offer validation-score quantiles as thresholds.

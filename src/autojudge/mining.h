@@ -1,4 +1,4 @@
-// AutoJudge mining (DESIGN.md, "AutoJudge training"; after garipovroma/autojudge find_important_tokens.py):
+// AutoJudge mining (docs/design.md, "AutoJudge training"; after garipovroma/autojudge find_important_tokens.py):
 // which draft/target mismatches change the final answer.
 //
 // For one problem: the target's greedy response R and its answer A. Then, repeatedly, the first position
@@ -28,7 +28,7 @@ struct MiningOptions {
     // The (lossless, vanilla) speculative decoding that writes continuations: γ at most, and how it is chosen.
     int32_t draft_max = 8;
     DraftPolicy draft_policy = DraftPolicy::Fixed;
-    // Continuations after a swap: greedy (temperature 0, the labels of DESIGN.md) or sampled with this
+    // Continuations after a swap: greedy (temperature 0, the labels of docs/design.md) or sampled with this
     // seed (the paper's label-consistency analysis, Fig. 4). The original response is always greedy.
     float temperature = 0.0f;
     uint64_t seed = 0;

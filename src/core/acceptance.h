@@ -1,4 +1,4 @@
-// Steps 3 and 4 of one speculative step (DESIGN.md): judge the drafted tokens in order, stop at the
+// Steps 3 and 4 of one speculative step (docs/design.md): judge the drafted tokens in order, stop at the
 // first rejection, and emit the accepted tokens plus one target token (replacement or bonus).
 #pragma once
 

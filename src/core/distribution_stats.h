@@ -1,4 +1,4 @@
-// The statistics judges decide on (DESIGN.md, "The verification rules"), computed straight from
+// The statistics judges decide on (docs/design.md, "The verification rules"), computed straight from
 // shaped logits: π = softmax(logits), natural log, entries of -inf have probability 0.
 // Each kernel computes only what one family of rules needs, in two vectorized passes over the rows
 // (maxima, then sums of exp). Every row needs at least one finite logit (a row of -inf only gives NaN

@@ -1,4 +1,4 @@
-// The verification rule ("judge") interface. Every rule has the form of DESIGN.md:
+// The verification rule ("judge") interface. Every rule has the form of docs/design.md:
 //   if relaxed(i) then accept d_i, else apply the vanilla rule.
 // A judge only answers relaxed(i); the vanilla fallback lives in the acceptance step (acceptance.h).
 // Judges are pure: decide() has no side effects, so one judge can serve many sequences at once.

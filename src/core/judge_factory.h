@@ -1,4 +1,4 @@
-// The table of verification rules (DESIGN.md, "The verification rules"): each rule's name, its knobs
+// The table of verification rules (docs/design.md, "The verification rules"): each rule's name, its knobs
 // and its constructor in one row, with the checks a user's command line or request needs. Every failure
 // is a klspec::Error with a one-line message.
 #pragma once

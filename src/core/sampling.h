@@ -11,7 +11,7 @@
 namespace klspec {
 
 // How tokens are chosen. temperature == 0 means greedy (argmax); top_k == 0 and top_p == 1 disable
-// truncation. Draft and target always use the same parameters (DESIGN.md, "One speculative step").
+// truncation. Draft and target always use the same parameters (docs/design.md, "One speculative step").
 struct SamplingParams {
     float temperature = 0.0f;
     int32_t top_k = 0;
@@ -27,7 +27,7 @@ using Rng = std::mt19937_64;
 
 // The logits of the distribution a token is drawn from: divided by the temperature and with entries
 // outside top-k / top-p set to -inf. Greedy (T = 0) keeps the raw logits, untruncated: the convention for
-// judge statistics (DESIGN.md).
+// judge statistics (docs/design.md).
 // `out` has logits.size() entries. Exact, and linear in V: top-k by selection, top-p by bucketing the
 // logits and sorting only the bucket where the mass crosses P (a full sort of a 128k vocabulary costs
 // milliseconds per token).

@@ -1,4 +1,4 @@
-// Counters and timings of one generation (DESIGN.md, "Metrics").
+// Counters and timings of one generation (docs/design.md, "Metrics").
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// The draft / verify / judge / emit / roll-back loop of DESIGN.md ("One speculative step") over many
+// The draft / verify / judge / emit / roll-back loop of docs/design.md ("One speculative step") over many
 // sequences at once, and target-only decoding as its special case without a draft.
 //
 // Shape (after CTranslate2's generator and llama.cpp's server): a Sequence holds everything one request
@@ -309,7 +309,7 @@ private:
     // Prefills `tokens` at positions first_pos.. of sequence `id` in the target's cache, in the prompt context when
     // there is one (use_repacked_prompts); with `logits_out`, the last token outputs and its logits are copied there.
     void prefill_prompt(int32_t id, std::span<const int32_t> tokens, int32_t first_pos, std::vector<float>* logits_out);
-    // The step's stages, in order (DESIGN.md "One speculative step"). 0. The draft length
+    // The step's stages, in order (docs/design.md "One speculative step"). 0. The draft length
     // (draft_length_choice.cpp): every active sequence's γ from its policy, the Auto ones chosen together.
     void choose_draft_lengths_for(std::span<Sequence* const> active);
     // The sequence as the cost model sees it, drafting with `drafter`.

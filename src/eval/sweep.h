@@ -1,4 +1,4 @@
-// A judge sweep (issue 10; DESIGN.md "Metrics"): vanilla and every rule setting decoded on the same
+// A judge sweep (issue 10; docs/design.md "Metrics"): vanilla and every rule setting decoded on the same
 // problems with the same models, scored, and summarised as the paper's table and curves.
 //
 // On disk (klspec sweep --out DIR), appended one example at a time so an interrupted sweep resumes:

@@ -40,8 +40,8 @@ std::vector<int32_t> target_only_greedy(SpeculativeDecoder& target_only, std::ve
     return seq.take_result().tokens;
 }
 
-// Replays DESIGN.md's procedure step by step with a target-only decoder and checks every mined row, of
-// `n_problems` problems mined `parallel` at a time.
+// Replays the mining procedure of docs/design.md ("AutoJudge training") step by step with a target-only decoder
+// and checks every mined row, of `n_problems` problems mined `parallel` at a time.
 void expect_labels_match_a_target_only_replay(size_t n_problems, int32_t parallel) {
     const Model target(test::kDefaultTarget);
     const Model draft(test::kDefaultDraft);

@@ -345,7 +345,7 @@ private:
 };
 
 // The observer sees every examined position once, in order, and the hidden states a head receives at a
-// judged position are those of the pass whose INPUT token is d_i (DESIGN.md), for both models.
+// judged position are those of the pass whose INPUT token is d_i (docs/design.md), for both models.
 TEST(Step, ObserverAndHiddenStatesLineUpWithPositions) {
     const Model target(test::kTargetModel, test::offload());
     const Model draft(test::kDraftQ4, test::offload());

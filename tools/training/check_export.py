@@ -1,8 +1,9 @@
 """Check a GGUF export against its checkpoint: greedy answers of llama-simple vs PyTorch on test problems.
 
-  /usr/bin/python3 check_export.py CKPT.pt MODEL.gguf LLAMA_SIMPLE [--test data/reasoning_test.jsonl] [-k 100]
+  /usr/bin/python3 check_export.py CKPT.pt MODEL.gguf LLAMA_SIMPLE [--test data/testbed_word_test.jsonl] [-k 100]
 
-Prints how many continuations are identical and the accuracy of each side.
+Prints how many continuations are identical and the accuracy of each side (each row scored with its `scorer`
+field's scorer, tools/testbed/scorers.py; gsm8k's where it has none).
 """
 import argparse
 import json
@@ -12,8 +13,8 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "reasoning_pair"))  # the v1 problems' taskgen
-import taskgen  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "testbed"))
+import scorers  # noqa: E402
 from evaluate import load  # noqa: E402  (also pins OpenBLAS to one thread)
 from tok512 import BOS_ID, EOS_ID, Tok512  # noqa: E402
 
@@ -23,9 +24,9 @@ def main():
     ap.add_argument("ckpt")
     ap.add_argument("gguf")
     ap.add_argument("llama_simple")
-    ap.add_argument("--test", default=os.path.join(HERE, "..", "..", "data", "reasoning_test.jsonl"))
+    ap.add_argument("--test", default=os.path.join(HERE, "..", "..", "data", "testbed_word_test.jsonl"))
     ap.add_argument("-k", type=int, default=100, help="number of test problems")
-    ap.add_argument("-n", type=int, default=96, help="max new tokens")
+    ap.add_argument("-n", type=int, default=320, help="max new tokens")
     args = ap.parse_args()
     tok, model = Tok512(), load(args.ckpt)
     rows = [json.loads(l) for l in open(args.test)][:args.k]
@@ -42,8 +43,9 @@ def main():
             if ours != theirs:
                 print("DIFF\n torch: %r\n llama: %r" % (ours, theirs))
             answer = lambda text: text[len(r["question"]):]
-            ok_torch += taskgen.is_correct(answer(ours), r["final"])
-            ok_cpp += taskgen.is_correct(answer(theirs), r["final"])
+            scorer = r.get("scorer", "gsm8k")
+            ok_torch += scorers.is_correct(scorer, answer(ours), r["final"])
+            ok_cpp += scorers.is_correct(scorer, answer(theirs), r["final"])
     print(f"identical continuations {same}/{len(rows)}; accuracy torch {ok_torch}/{len(rows)}, "
           f"llama.cpp {ok_cpp}/{len(rows)}")
 

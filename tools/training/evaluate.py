@@ -1,10 +1,10 @@
 """Greedy decoding from a train.py checkpoint: one prompt, or a scored JSONL test set.
 
   /usr/bin/python3 evaluate.py CKPT.pt --prompt "Q: ...\\nA:" [-n 40] [--logits] [--compare-logits F]
-  /usr/bin/python3 evaluate.py CKPT.pt --test data/reasoning_test.jsonl [--out preds.jsonl]
-  /usr/bin/python3 evaluate.py CKPT.pt --test data/testbed_word_test.jsonl -n 224   # rows with `scorer`
+  /usr/bin/python3 evaluate.py CKPT.pt --test data/testbed_word_test.jsonl -n 224 [--out preds.jsonl]
 
-Test rows with a `scorer` field (tools/testbed) are scored with that scorer, others with taskgen's.
+Test rows are scored with their `scorer` field's scorer (tools/testbed/scorers.py); rows without one
+with gsm8k's (the number after "The answer is").
 
 With --prompt it prints the continuation exactly as llama-simple would (prompt tokens are
 BOS + SentencePiece encoding with the dummy prefix), so the two can be diffed.
@@ -19,9 +19,6 @@ import torch  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "reasoning_pair"))  # the v1 problems' taskgen
-import taskgen  # noqa: E402
-
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "testbed"))
 import scorers  # noqa: E402
 from model import Config, Llama  # noqa: E402
@@ -77,8 +74,7 @@ def main():
             gens = model.greedy([[BOS_ID] + tok.encode(r["question"]) for r in chunk], args.n, EOS_ID)
             for r, g in zip(chunk, gens):
                 text = tok.decode(g)
-                correct += (scorers.is_correct(r["scorer"], text, r["final"]) if "scorer" in r
-                            else taskgen.is_correct(text, r["final"]))
+                correct += scorers.is_correct(r.get("scorer", "gsm8k"), text, r["final"])
                 outs.append(dict(r, output=text))
         print(f"{correct}/{len(rows)} correct = {100.0 * correct / len(rows):.1f}%")
         if args.out:

@@ -1,39 +1,17 @@
 """Task sources for train.py: where training problems and validation problems come from, and how an
 answer is scored.
 
-  reasoning   the v1 arithmetic word problems (tools/reasoning_pair/taskgen.py); one family
   testbed     the testbed v2 families (tools/testbed/families.py): word, choice, trace, mixed with
               --mix weights (per problem), each scored by its benchmark's scorer
+
+The v1 pair's source, `reasoning`, was removed from the tree with its generator; both are in commit b46041d:
+`git show b46041d:tools/training/tasks.py`, `git show b46041d:tools/reasoning_pair/taskgen.py`.
 """
 import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTBED = os.path.join(os.path.dirname(HERE), "testbed")
-REASONING = os.path.join(os.path.dirname(HERE), "reasoning_pair")
-
-
-class ReasoningTasks:
-    name = "reasoning"
-    families = ("reasoning",)
-    max_new = 96
-
-    def __init__(self):
-        sys.path.insert(0, REASONING)
-        import taskgen
-        self.taskgen = taskgen
-
-    def train_stream(self, seed):
-        """Endless (question, answer) pairs of the training split."""
-        for q, a, _ in self.taskgen.problems("train", seed=seed):
-            yield q, a
-
-    def validation(self, n):
-        return [{"question": q, "answer": a, "final": v, "family": "reasoning", "scorer": "gsm8k"}
-                for q, a, v in self.taskgen.take("validation", n)]
-
-    def is_correct(self, text, row):
-        return self.taskgen.is_correct(text, row["final"])
 
 
 class TestbedTasks:
@@ -67,8 +45,6 @@ class TestbedTasks:
 
 
 def get(name, mix=None, style_lean=0.0):
-    if name == "reasoning":
-        return ReasoningTasks()
     if name == "testbed":
         return TestbedTasks(mix, style_lean) if mix else TestbedTasks(style_lean=style_lean)
     raise ValueError(f"unknown task source {name!r}")

@@ -1,12 +1,11 @@
 """Train a small Llama on generated problems (tok512 tokens), resumably.
 
-  /usr/bin/python3 train.py --run target-v1 --preset target                  # v1 arithmetic (taskgen.py)
-  /usr/bin/python3 train.py --run tb-small-v1 --preset tb-small --tasks testbed   # testbed v2 families
-  /usr/bin/python3 train.py --run tb-target-v1 --init grown.pt --tasks testbed    # start from a grown model
+  /usr/bin/python3 train.py --run tb-small-v1 --preset tb-small        # the testbed v2 families
+  /usr/bin/python3 train.py --run tb-target-v1 --init grown.pt         # start from a grown model
 
 Re-running the same command resumes from ~/.cache/klspec/train/<run>/ckpt.pt. Every --eval-every
 tokens it measures greedy accuracy on validation problems and appends a row to
-models/<run>.curve.csv in the repository.
+tools/testbed/curves/<run>.curve.csv in the repository.
 
 Batches: whole problems ("<s> Q: ... A: ... The answer is N.</s>") packed into rows of --seq-len
 tokens (first fit from a small pool of pending problems, ~95% full); attention is block-diagonal per problem and positions restart at 0 for each problem, so
@@ -112,8 +111,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--run", required=True, help="run name: checkpoint dir and curve file name")
     ap.add_argument("--preset", choices=sorted(PRESETS), default="target")
-    ap.add_argument("--tasks", choices=["reasoning", "testbed"], default="reasoning",
-                    help="problem source: v1 arithmetic (taskgen.py) or the testbed v2 families")
+    ap.add_argument("--tasks", choices=["testbed"], default="testbed",
+                    help="problem source: the testbed v2 families (the v1 pair's `reasoning` was removed; "
+                         "git show b46041d:tools/training/tasks.py)")
     ap.add_argument("--mix", default=None, help="testbed family weights per problem, e.g. word=2,choice=1,trace=1")
     ap.add_argument("--style-lean", type=float, default=0.0, metavar="P",
                     help="testbed: training answers use each phrasing table's last form, or write an optional "
@@ -146,11 +146,10 @@ def main():
                          "evals stay float32")
     ap.add_argument("--ckpt-root", default=os.path.expanduser("~/.cache/klspec/train"))
     ap.add_argument("--curve-dir", default=None,
-                    help="where <run>.curve.csv goes (default: models/ for reasoning, tools/testbed/curves for testbed)")
+                    help="where <run>.curve.csv goes (default: tools/testbed/curves)")
     args = ap.parse_args()
     if args.curve_dir is None:
-        args.curve_dir = os.path.join(REPO, "models") if args.tasks == "reasoning" else \
-            os.path.join(REPO, "tools", "testbed", "curves")
+        args.curve_dir = os.path.join(REPO, "tools", "testbed", "curves")
     if not 0.0 <= args.style_lean <= 1.0:
         ap.error("--style-lean must be in [0, 1]")
     source = tasks.get(args.tasks, args.mix, args.style_lean)
@@ -203,7 +202,6 @@ def main():
         say(f"new run {args.run}: {src} {config_dict(config)}, {model.n_params()} params, args {vars(args)}")
 
     val = source.validation(args.eval_problems)
-    multi = args.tasks != "reasoning"  # extra curve columns: accuracy per family, unsure fraction
 
     def eval_and_log():
         t0 = time.time()
@@ -213,12 +211,11 @@ def main():
             w = csv.writer(f)
             if new_file:
                 w.writerow(["tokens_seen", "train_loss", "val_accuracy", "val_answer_loss", "wall_seconds", "step"]
-                           + ([f"acc_{fam}" for fam in source.families] + ["val_maxp_le_0.9"] if multi else []))
+                           + [f"acc_{fam}" for fam in source.families] + ["val_maxp_le_0.9"])
             w.writerow([tokens_seen, f"{loss_avg:.4f}" if loss_avg is not None else "",
                         f"{ev['acc']:.3f}", f"{ev['answer_loss']:.4f}", f"{wall:.0f}", step]
-                       + ([f"{ev['family_acc'][fam]:.3f}" for fam in source.families] + [f"{ev['unsure']:.3f}"]
-                          if multi else []))
-        fams = " ".join(f"{k} {v:.3f}" for k, v in ev["family_acc"].items()) if multi else ""
+                       + [f"{ev['family_acc'][fam]:.3f}" for fam in source.families] + [f"{ev['unsure']:.3f}"])
+        fams = " ".join(f"{k} {v:.3f}" for k, v in ev["family_acc"].items())
         say(f"eval step {step} tokens {tokens_seen}: val acc {ev['acc']:.3f} {fams} answer loss "
             f"{ev['answer_loss']:.4f} max p <= 0.9 on {ev['unsure']:.3f} ({time.time() - t0:.0f} s)")
 

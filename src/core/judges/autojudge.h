@@ -1,4 +1,4 @@
-// "autojudge": a logistic-regression head on hidden states (the AutoJudge baseline, DESIGN.md).
+// "autojudge": a logistic-regression head on hidden states (the AutoJudge baseline, docs/design.md).
 // relaxed(i) iff s_i = σ(w · ((f_i − μ) / σ_f) + b) < τ, with f_i = [h_draft,i ; h_target,i];
 // s_i is the head's probability that the mismatch at i is "important". Head file: docs/autojudge-head.md.
 #pragma once
