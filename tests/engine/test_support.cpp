@@ -172,24 +172,37 @@ std::vector<double> max_batch_single_differences(const std::string& model_path, 
                                                  int32_t tokens, const ContextOptions& context, const ModelOptions& model,
                                                  const std::vector<int32_t>& batch_sizes) {
     const Model target(model_path, model);
-    const size_t n_vocab = static_cast<size_t>(target.n_vocab());
     ContextOptions reference_context = context;
-    reference_context.n_batch = batch_sizes.front();
+    reference_context.n_batch = batch_sizes.back();
+    ContextOptions prompt_context = context;
+    prompt_context.n_batch = batch_sizes.front();
     std::vector<double> largest(batch_sizes.size(), 0.0);
     for (const std::string& prompt : prompts) {
         const GreedyReference single = greedy_reference(target, prompt, tokens, reference_context);
         std::vector<int32_t> sequence = target.tokenize(prompt, true, true);
         const size_t first_row = sequence.size() - 1;  // the row after the prompt's last token
         sequence.insert(sequence.end(), single.tokens.begin(), single.tokens.end());
+        // The prompt's cells once (in batches of another size than the reference's: a prompt's cells must not
+        // depend on its batches either), loaded for each size; then the reference's tokens in batches of the size.
+        std::vector<uint8_t> prompt_cells;
+        {
+            ModelContext prompt_ctx(target, prompt_context);
+            prompt_ctx.prefill(0, std::span<const int32_t>(sequence).first(first_row), 0);
+            prompt_cells = prompt_ctx.save_sequence(0);
+        }
+        const std::span<const int32_t> forced = std::span<const int32_t>(sequence).subspan(first_row);
         for (size_t b = 0; b < batch_sizes.size(); ++b) {
             ContextOptions verification = context;
             verification.n_batch = batch_sizes[b];
-            SpeculativeDecoder decoder(target, nullptr, verification);
-            const ForwardResult batched = decoder.forward(ModelRole::Target, sequence, false);
-            for (size_t step = 0; step < single.top2_gap.size() && first_row + step < sequence.size(); ++step)
-                for (size_t v = 0; v < n_vocab; ++v)
-                    largest[b] = std::max(largest[b], std::abs(double(single.logits[step * n_vocab + v]) -
-                                                               double(batched.logits[(first_row + step) * n_vocab + v])));
+            ModelContext ctx(target, verification);
+            ctx.load_sequence(0, prompt_cells);
+            ctx.forward_rows(0, forced, static_cast<int32_t>(first_row), [&](size_t step, int32_t row) {
+                if (step >= single.top2_gap.size()) return;
+                const std::span<const float> batched = ctx.logits(row);
+                for (size_t v = 0; v < batched.size(); ++v)
+                    largest[b] = std::max(largest[b], std::abs(double(single.logits[step * batched.size() + v]) -
+                                                               double(batched[v])));
+            });
         }
     }
     return largest;

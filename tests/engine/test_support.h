@@ -91,7 +91,8 @@ GreedyReference greedy_reference(const Model& target, std::vector<int32_t> promp
 double max_batch_single_difference(const std::string& model_path, const std::vector<std::string>& prompts,
                                    int32_t tokens, const ContextOptions& context, const ModelOptions& model = offload());
 // The same at each verification batch size (ContextOptions::n_batch), one difference a size, with the model loaded
-// and the one-token reference decoded once (its prompt prefilled in batches of the first size).
+// and the one-token reference decoded once (its prompt prefilled in batches of the last size). The verification
+// side's prompt cells are prefilled once, in batches of the first size, and loaded for each size.
 std::vector<double> max_batch_single_differences(const std::string& model_path, const std::vector<std::string>& prompts,
                                                  int32_t tokens, const ContextOptions& context, const ModelOptions& model,
                                                  const std::vector<int32_t>& batch_sizes);
