@@ -106,6 +106,7 @@ inline void check_every_rule_runs(SpeculativeDecoder& decoder, const std::vector
         for (const float temperature : {0.0f, 0.8f}) {
             GenerationOptions options = family_options(tokens, temperature, seed);
             options.judge = judge;
+            options.cache_prompt = true;  // each prompt prefilled once for all the rules, not once a run
             for (const std::string& prompt : prompts) {
                 const GenerationResult result = decoder.generate(prompt, options);
                 EXPECT_EQ(result.stats.emitted, static_cast<int64_t>(result.tokens.size())) << tag << " " << rule.rule;
