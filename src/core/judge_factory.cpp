@@ -22,7 +22,8 @@ double threshold_of(const JudgeOptions& options) { return *options.threshold; }
 // τ of the rules whose threshold is a probability.
 double probability_threshold_of(const JudgeOptions& options) {
     if (*options.threshold > 1)
-        throw Error(fmt::format("judge {}: threshold must be in [0, 1], got {}", options.rule, *options.threshold));
+        throw JudgeOptionError(JudgeField::Threshold,
+                               fmt::format("judge {}: threshold must be in [0, 1], got {}", options.rule, *options.threshold));
     return *options.threshold;
 }
 
@@ -100,18 +101,26 @@ const std::array kRules{
               .head = Knob::Required,
               .needs_draft_model = true,
               .make = [](const JudgeOptions& o) -> std::unique_ptr<Judge> {
-                  AutoJudgeHead head = AutoJudgeHead::load(o.head_path);
+                  AutoJudgeHead head = [&] {
+                      try {
+                          return AutoJudgeHead::load(o.head_path);
+                      } catch (const Error& e) {
+                          throw JudgeOptionError(JudgeField::Head, e.what());
+                      }
+                  }();
                   const double tau = o.threshold.value_or(head.threshold);
                   if (!(tau >= 0 && tau <= 1))
-                      throw Error(fmt::format("judge {}: threshold must be in [0, 1], got {}", AutoJudge::kName, tau));
+                      throw JudgeOptionError(JudgeField::Threshold, fmt::format("judge {}: threshold must be in [0, 1], got {}",
+                                                                                AutoJudge::kName, tau));
                   return std::make_unique<AutoJudge>(std::move(head), tau);
               }},
 };
 
 // Refuses a knob the rule does not take and requires one it needs.
-void check_knob(const JudgeOptions& options, Knob knob, bool given, std::string_view what) {
-    if (given && knob == Knob::Refused) throw Error(fmt::format("judge {} does not take {}", options.rule, what));
-    if (!given && knob == Knob::Required) throw Error(fmt::format("judge {} needs {}", options.rule, what));
+void check_knob(const JudgeOptions& options, JudgeField field, Knob knob, bool given, std::string_view what) {
+    if (given && knob == Knob::Refused)
+        throw JudgeOptionError(field, fmt::format("judge {} does not take {}", options.rule, what));
+    if (!given && knob == Knob::Required) throw JudgeOptionError(field, fmt::format("judge {} needs {}", options.rule, what));
 }
 
 const JudgeRule& find_rule(const std::string& name) {
@@ -119,7 +128,7 @@ const JudgeRule& find_rule(const std::string& name) {
         if (rule.name == name) return rule;
     std::string names;
     for (const JudgeRule& rule : kRules) names += fmt::format("{}{}", names.empty() ? "" : ", ", rule.name);
-    throw Error(fmt::format("unknown judge '{}' (one of: {})", name, names));
+    throw JudgeOptionError(JudgeField::Rule, fmt::format("unknown judge '{}' (one of: {})", name, names));
 }
 
 }  // namespace
@@ -129,29 +138,42 @@ std::span<const JudgeRule> judge_rules() { return kRules; }
 std::unique_ptr<Judge> make_judge(const JudgeOptions& options) {
     const JudgeRule& rule = find_rule(options.rule);
     if (!(options.confidence_mask > 0 && options.confidence_mask <= 1))
-        throw Error(fmt::format("the confidence mask must be in (0, 1], got {}", options.confidence_mask));
+        throw JudgeOptionError(JudgeField::ConfidenceMask,
+                               fmt::format("the confidence mask must be in (0, 1], got {}", options.confidence_mask));
     if (options.max_tv) {
-        if (options.rule != KlJudge::kName) throw Error(fmt::format("judge {} does not take --max-tv (kl only)", options.rule));
-        if (options.threshold) throw Error("give --judge-threshold or --max-tv, not both");
+        if (options.rule != KlJudge::kName)
+            throw JudgeOptionError(JudgeField::MaxTv, fmt::format("judge {} does not take --max-tv (kl only)", options.rule));
+        if (options.threshold) throw JudgeOptionError(JudgeField::MaxTv, "give --judge-threshold or --max-tv, not both");
         if (!(*options.max_tv > 0 && *options.max_tv <= 1))
-            throw Error(fmt::format("--max-tv must be in (0, 1], got {}", *options.max_tv));
+            throw JudgeOptionError(JudgeField::MaxTv, fmt::format("--max-tv must be in (0, 1], got {}", *options.max_tv));
         JudgeOptions with_threshold = options;
-        with_threshold.threshold = 2 * *options.max_tv * *options.max_tv;
+        with_threshold.threshold = max_tv_threshold(*options.max_tv);
         with_threshold.max_tv.reset();
         return make_judge(with_threshold);
     }
-    check_knob(options, rule.threshold, options.threshold.has_value(), "a threshold (--judge-threshold)");
-    check_knob(options, rule.topk, options.topk.has_value(), "K (--judge-topk)");
-    check_knob(options, rule.head, !options.head_path.empty(), "a head file (--judge-head)");
-    check_knob(options, rule.window, options.window.has_value(), "a window (--judge-window)");
-    check_knob(options, rule.divergence, options.divergence.has_value(), "a divergence (--judge-divergence)");
+    check_knob(options, JudgeField::Threshold, rule.threshold, options.threshold.has_value(),
+               "a threshold (--judge-threshold)");
+    check_knob(options, JudgeField::TopK, rule.topk, options.topk.has_value(), "K (--judge-topk)");
+    check_knob(options, JudgeField::Head, rule.head, !options.head_path.empty(), "a head file (--judge-head)");
+    check_knob(options, JudgeField::Window, rule.window, options.window.has_value(), "a window (--judge-window)");
+    check_knob(options, JudgeField::Divergence, rule.divergence, options.divergence.has_value(),
+               "a divergence (--judge-divergence)");
     if (options.window && *options.window < 1)
-        throw Error(fmt::format("judge {}: the window must be >= 1, got {}", options.rule, *options.window));
+        throw JudgeOptionError(JudgeField::Window,
+                               fmt::format("judge {}: the window must be >= 1, got {}", options.rule, *options.window));
     // Rules whose threshold is required take any τ >= 0; autojudge checks its own range.
     if (rule.threshold == Knob::Required && !(*options.threshold >= 0))  // NaN fails too
-        throw Error(fmt::format("judge {}: threshold must be >= 0, got {}", options.rule, *options.threshold));
+        throw JudgeOptionError(JudgeField::Threshold,
+                               fmt::format("judge {}: threshold must be >= 0, got {}", options.rule, *options.threshold));
     if (options.topk && *options.topk < 1)
-        throw Error(fmt::format("judge {}: K must be >= 1, got {}", options.rule, *options.topk));
+        throw JudgeOptionError(JudgeField::TopK, fmt::format("judge {}: K must be >= 1, got {}", options.rule, *options.topk));
+    if (options.divergence) {
+        try {
+            parse_divergence(*options.divergence);
+        } catch (const Error& e) {
+            throw JudgeOptionError(JudgeField::Divergence, e.what());
+        }
+    }
     return rule.make(options);
 }
 

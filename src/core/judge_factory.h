@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/error.h"
 #include "core/judge.h"
 #include "core/judge_span.h"
 
@@ -61,6 +62,19 @@ struct JudgeRule {
 // Every rule make_judge accepts, vanilla first.
 std::span<const JudgeRule> judge_rules();
 
+// The JudgeOptions member a make_judge failure is about, so that each front end names the field in its own
+// spelling (the server's request fields, the CLI's flags) without reading the message.
+enum class JudgeField { Rule, Threshold, TopK, MaxTv, Window, Divergence, ConfidenceMask, Head };
+class JudgeOptionError : public Error {
+public:
+    JudgeOptionError(JudgeField about, const std::string& message) : Error(message), field(about) {}
+    JudgeField field;
+};
+
+// kl's τ for --max-tv ε: τ = 2ε², so that TV(p, q) < ε at every relaxed position (Pinsker).
+inline double max_tv_threshold(double max_tv) { return 2 * max_tv * max_tv; }
+
+// Every failure is a JudgeOptionError naming its field.
 std::unique_ptr<Judge> make_judge(const JudgeOptions& options);
 
 }  // namespace klspec

@@ -236,14 +236,18 @@ JudgeOptions parse_judge(const json& body, const JudgeOptions& server_judge) {
     return judge;
 }
 
-// make_judge's one-line reasons name the knob in words; the client is told which field it was.
-std::string judge_error_param(std::string_view message) {
-    if (message.find("unknown judge") != std::string_view::npos) return "judge";
-    if (message.find("threshold") != std::string_view::npos || message.find("max-tv") != std::string_view::npos)
-        return "judge_threshold";
-    if (message.find("K ") != std::string_view::npos) return "judge_topk";
-    if (message.find("confidence mask") != std::string_view::npos) return "confidence_mask";
-    if (message.find("divergence") != std::string_view::npos) return "judge_divergence";
+// The request field of the judge option make_judge refused (the window and the head file are the server's own).
+std::string request_field(JudgeField field) {
+    switch (field) {
+        case JudgeField::Threshold:
+        case JudgeField::MaxTv: return "judge_threshold";
+        case JudgeField::TopK: return "judge_topk";
+        case JudgeField::ConfidenceMask: return "confidence_mask";
+        case JudgeField::Divergence: return "judge_divergence";
+        case JudgeField::Rule:
+        case JudgeField::Window:
+        case JudgeField::Head: return "judge";
+    }
     return "judge";
 }
 
@@ -314,8 +318,8 @@ CompletionRequest parse_object(const json& body, Endpoint endpoint, const Reques
     }
     try {
         gen.judge = make_judge(parse_judge(body, defaults.judge));
-    } catch (const Error& e) {
-        throw bad_field(judge_error_param(e.what()), e.what());
+    } catch (const JudgeOptionError& e) {
+        throw bad_field(request_field(e.field), e.what());
     }
     if (const std::optional<std::string> span = string_field(body, "judge_span")) {
         try {

@@ -606,9 +606,9 @@ json Server::props_json() const {
     const GenerationOptions& gen = defaults_.generation;
     const JudgeOptions& judge = defaults_.judge;
     auto or_null = [](const auto& value) { return value ? json(*value) : json(nullptr); };
-    // kl's --max-tv ε stands for τ = 2ε² (Pinsker), what a request's judge_threshold would be.
-    const std::optional<double> threshold =
-        judge.max_tv ? std::optional<double>(2 * *judge.max_tv * *judge.max_tv) : judge.threshold;
+    // kl's --max-tv ε stands for its τ, what a request's judge_threshold would be.
+    const std::optional<double> threshold = judge.max_tv ? std::optional<double>(max_tv_threshold(*judge.max_tv))
+                                                         : judge.threshold;
     const json params = {{"max_tokens", gen.max_tokens},
                          {"draft_max", gen.draft_max},
                          {"draft_policy", draft_policy_name(gen.draft_policy)},

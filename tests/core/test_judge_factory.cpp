@@ -7,6 +7,7 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/error.h"
@@ -97,37 +98,63 @@ TEST(JudgeFactory, BuildsEveryRule) {
     EXPECT_EQ(listed, 11u);
 }
 
-TEST(JudgeFactory, RefusesBadOptions) {
+TEST(JudgeFactory, RefusesBadOptionsNamingTheField) {
     const std::string head = write_file("head_ok.json", kHead);
-    const std::vector<std::pair<JudgeOptions, std::string>> cases{
-        {options("bogus"), "unknown judge 'bogus'"},
-        {options("kl"), "needs a threshold"},
-        {options("kl", -0.1), "threshold must be >= 0"},
-        {options("kl", std::nan("")), "threshold must be >= 0"},
-        {options("kl", 0.1, std::nullopt, 0.0), "confidence mask must be in (0, 1]"},
-        {options("kl", 0.1, std::nullopt, 1.5), "confidence mask must be in (0, 1]"},
-        {options("kl", 0.1, 2), "does not take K"},
-        {options("topk"), "needs K"},
-        {options("topk", std::nullopt, 0), "K must be >= 1"},
-        {options("topk", 0.1, 2), "does not take a threshold"},
-        {options("target-entropy"), "needs a threshold"},
-        {options("draft-entropy", -1.0), "threshold must be >= 0"},
-        {options("vanilla", 0.1), "does not take a threshold"},
-        {options("vanilla", std::nullopt, std::nullopt, 0.9, head), "does not take a head file"},
-        {options("autojudge"), "needs a head file"},
-        {options("fsd"), "needs a threshold"},
-        {[] { JudgeOptions o = options("fsd", 0.1); o.divergence = "hellinger"; return o; }(), "unknown divergence 'hellinger'"},
-        {[] { JudgeOptions o = options("kl", 0.1); o.divergence = "js"; return o; }(), "does not take a divergence"},
-        {options("autojudge", 1.5, std::nullopt, 0.9, head), "threshold must be in [0, 1]"},
-        {options("autojudge", std::nullopt, std::nullopt, 0.9, "/nonexistent/head.json"),
-         "cannot open AutoJudge head file"},
+    using F = JudgeField;
+    const auto with = [](JudgeOptions o, auto&& change) {
+        change(o);
+        return o;
     };
-    for (const auto& [judge_options, expected] : cases) {
-        const std::string message = error_of(judge_options);
-        EXPECT_NE(message.find(expected), std::string::npos)
-            << judge_options.rule << ": got \"" << message << "\", expected it to contain \"" << expected << "\"";
-        EXPECT_EQ(message.find('\n'), std::string::npos);
+    const std::vector<std::tuple<JudgeOptions, std::string, JudgeField>> cases{
+        {options("bogus"), "unknown judge 'bogus'", F::Rule},
+        {options("kl"), "needs a threshold", F::Threshold},
+        {options("kl", -0.1), "threshold must be >= 0", F::Threshold},
+        {options("kl", std::nan("")), "threshold must be >= 0", F::Threshold},
+        {options("kl", 0.1, std::nullopt, 0.0), "confidence mask must be in (0, 1]", F::ConfidenceMask},
+        {options("kl", 0.1, std::nullopt, 1.5), "confidence mask must be in (0, 1]", F::ConfidenceMask},
+        {options("kl", 0.1, 2), "does not take K", F::TopK},
+        {options("topk"), "needs K", F::TopK},
+        {options("topk", std::nullopt, 0), "K must be >= 1", F::TopK},
+        {options("topk", 0.1, 2), "does not take a threshold", F::Threshold},
+        {options("prob-threshold", 1.5), "threshold must be in [0, 1]", F::Threshold},
+        {options("target-entropy"), "needs a threshold", F::Threshold},
+        {options("draft-entropy", -1.0), "threshold must be >= 0", F::Threshold},
+        {options("vanilla", 0.1), "does not take a threshold", F::Threshold},
+        {options("vanilla", std::nullopt, std::nullopt, 0.9, head), "does not take a head file", F::Head},
+        {options("autojudge"), "needs a head file", F::Head},
+        {options("fsd"), "needs a threshold", F::Threshold},
+        {with(options("fsd", 0.1), [](JudgeOptions& o) { o.divergence = "hellinger"; }), "unknown divergence 'hellinger'",
+         F::Divergence},
+        {with(options("kl", 0.1), [](JudgeOptions& o) { o.divergence = "js"; }), "does not take a divergence", F::Divergence},
+        {with(options("fly", 0.1), [](JudgeOptions& o) { o.window = 0; }), "the window must be >= 1", F::Window},
+        {with(options("kl", 0.1), [](JudgeOptions& o) { o.window = 3; }), "does not take a window", F::Window},
+        {with(options("kl"), [](JudgeOptions& o) { o.max_tv = 1.5; }), "--max-tv must be in (0, 1]", F::MaxTv},
+        {with(options("topk", std::nullopt, 2), [](JudgeOptions& o) { o.max_tv = 0.1; }), "does not take --max-tv",
+         F::MaxTv},
+        {options("autojudge", 1.5, std::nullopt, 0.9, head), "threshold must be in [0, 1]", F::Threshold},
+        {options("autojudge", std::nullopt, std::nullopt, 0.9, "/nonexistent/head.json"),
+         "cannot open AutoJudge head file", F::Head},
+    };
+    for (const auto& [judge_options, expected, field] : cases) {
+        try {
+            make_judge(judge_options);
+            ADD_FAILURE() << judge_options.rule << ": accepted, expected \"" << expected << "\"";
+        } catch (const JudgeOptionError& e) {
+            const std::string message = e.what();
+            EXPECT_NE(message.find(expected), std::string::npos)
+                << judge_options.rule << ": got \"" << message << "\", expected it to contain \"" << expected << "\"";
+            EXPECT_EQ(message.find('\n'), std::string::npos);
+            EXPECT_EQ(e.field, field) << message;
+        }
     }
+}
+
+TEST(JudgeFactory, MaxTvIsKlsThresholdTwoEpsilonSquared) {
+    EXPECT_DOUBLE_EQ(max_tv_threshold(0.5), 0.5);
+    EXPECT_DOUBLE_EQ(max_tv_threshold(0.1), 0.02);
+    JudgeOptions kl = options("kl");
+    kl.max_tv = 0.1;
+    EXPECT_NEAR(*make_judge(kl)->total_variation_bound(), 0.1, 1e-12);  // sqrt(τ / 2): the ε given
 }
 
 DraftPosition hidden_position(const std::vector<float>& draft_hidden, const std::vector<float>& target_hidden) {

@@ -182,6 +182,10 @@ TEST(ServerRequest, JudgeKnobsAreCheckedByMakeJudge) {
         {R"({"prompt": "x", "judge": "topk", "judge_topk": 0})", "judge_topk"},
         {R"({"prompt": "x", "judge": "vanilla", "judge_threshold": 0.5})", "judge_threshold"},
         {R"({"prompt": "x", "judge": "kl", "judge_threshold": 0.5, "confidence_mask": 1.5})", "confidence_mask"},
+        {R"({"prompt": "x", "judge": "fsd", "judge_threshold": 0.5, "judge_divergence": "hellinger"})", "judge_divergence"},
+        {R"({"prompt": "x", "judge": "kl", "judge_threshold": 0.5, "judge_divergence": "js"})", "judge_divergence"},
+        {R"({"prompt": "x", "judge": "topn-delta", "judge_threshold": 0.5})", "judge_topk"},
+        {R"({"prompt": "x", "judge": "autojudge"})", "judge"},
     };
     expect_400_naming_the_field(cases);
 }
