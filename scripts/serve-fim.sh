@@ -12,5 +12,4 @@ klspec="${KLSPEC_CLI:-$root/build/klspec}"
 [[ -x "$klspec" ]] || bash "$root/scripts/build.sh" >&2
 target=$(bash "$root/scripts/fetch-real-model.sh" qwen2.5-coder-1.5b | tail -n 1)
 draft=$(bash "$root/scripts/fetch-real-model.sh" qwen2.5-coder-0.5b | tail -n 1)
-# --no-repack: the Q4_K_M target's batch and single-token logits then agree (docs/real-model.md).
-exec "$klspec" serve -m "$target" -md "$draft" --port 8012 -b 1024 -c 32768 --cache-reuse 256 --no-repack "$@"
+exec "$klspec" serve -m "$target" -md "$draft" --port 8012 -b 1024 -c 32768 --cache-reuse 256 "$@"

@@ -24,7 +24,7 @@ is built once and sent to every server. What differs from the plug-in's requests
 
 The servers, each started by the script on a free loopback port, one after another, fresh (cold cache; with
 --interleave all at once, each request sent to each in turn, so that drift in the machine's speed falls on all), with
-`-c` (default 32768), `-b` (1024), `--cache-reuse 256` and `--no-repack` as scripts/serve-fim.sh, -t threads:
+`-c` (default 32768), `-b` (1024) and `--cache-reuse 256` as scripts/serve-fim.sh, -t threads:
   klspec JUDGE          `klspec serve -m TARGET -md DRAFT`, every request naming the judge (--judges, default
                         vanilla and kl:0.3; judges are request fields, so one server command serves them all)
   klspec mixed          the same server, the judges alternating request by request: each answer is compared
@@ -34,9 +34,9 @@ The servers, each started by the script on a free loopback port, one after anoth
                         -ub B (--llama-gammas, default 4,16)
   llama-server          llama-server -m TARGET -np 1: no draft
   klspec JUDGE FLAGS    with --klspec-variant FLAGS: the first judge's server with FLAGS added
-klspec loads targets unrepacked and caches their V in BF16 by default; llama-server gets --no-repack -ctv bf16
-so that both run the same target kernels (its --no-repack unrepacks the draft too, while klspec always repacks its draft: that moves the
-draft's speed and acceptance only, never a greedy answer).
+klspec loads targets repacked (its patched kernels keep verification exact: docs/repacked-kernels.md) and caches
+their V in BF16; llama-server gets -ctv bf16 so that both run the same kernels and cache (--llama-defaults: its own F16
+V cache, what its --fim-qwen presets run).
 
 Per server it reports, over the typed-line requests (the background ones are counted apart): time to first
 token (timings.prompt_ms: the prompt's evaluation, after which the first token is sampled) and completion
@@ -311,7 +311,7 @@ def default_model(name):
 def server_runs(args):
     """(name, command, per-request judge fields or None, role) for every server run, in order."""
     common = ["-c", str(args.ctx_size), "-b", str(args.batch_size), "--cache-reuse", "256", "-t", str(args.threads)]
-    klspec = [args.klspec, "serve", "-m", args.model, "-md", args.model_draft, *common, "--no-repack",
+    klspec = [args.klspec, "serve", "-m", args.model, "-md", args.model_draft, *common,
               *shlex.split(args.klspec_args)]
     runs = [(f"klspec {s}", klspec, [judge_fields(s)], "judge") for s in args.judges]
     if len(args.judges) > 1:
@@ -320,7 +320,7 @@ def server_runs(args):
               "variant") for flags in args.klspec_variant]
     if args.llama_server:
         llama = [args.llama_server, "-m", args.model, "-np", "1", "-ub", str(args.batch_size), "--no-webui", *common,
-                 *([] if args.llama_repack else ["--no-repack", "-ctv", "bf16"]), *shlex.split(args.llama_server_args)]
+                 *([] if args.llama_defaults else ["-ctv", "bf16"]), *shlex.split(args.llama_server_args)]
         for gamma in args.llama_gammas:
             runs.append((f"llama-server γ{gamma}", llama + ["-md", args.model_draft, "-td", str(args.threads),
                                                              "--spec-type", "draft-simple",
@@ -597,10 +597,10 @@ def main():
     parser.add_argument("--klspec-variant", action="append", default=[], metavar="FLAGS",
                         help="one more klspec serve run with these flags too (the first judge), compared with the "
                         "first judge's run but not --check'ed (e.g. '--repack-prompt'); repeatable")
-    parser.add_argument("--llama-repack", action="store_true",
-                        help="llama-server loads both models repacked, its default and what its --fim-qwen presets run "
-                             "(faster on CPUs with repacked kernels; its greedy answers may then leave klspec's at near "
-                             "ties): for latency against llama-server at its best")
+    parser.add_argument("--llama-defaults", "--llama-repack", action="store_true",
+                        help="llama-server at its own defaults, what its --fim-qwen presets run: V cached in F16 (its "
+                             "greedy answers may then leave klspec's at near ties); --llama-repack, its name when "
+                             "klspec's targets loaded unrepacked, is kept for the commands in docs/server.md")
     parser.add_argument("--interleave", action="store_true",
                         help="run every server at once and send each request to each in turn (the order rotated "
                         "request by request), instead of one server after another: ratios then hold when the "
