@@ -1,13 +1,13 @@
 """The test models of the model-families label (docs/model-families.md), written by make_family_model.py
-into OUT (the CTest fixture model_families.make runs this; models already there and newer than both
-scripts are kept):
+into OUT (the CTest fixture model_families.make runs this; models already there are kept: CMake keys OUT by
+both scripts' contents and the llama.cpp tree, so a changed script writes a new folder):
 
   OUT/<family>-target.gguf, OUT/<family>-draft.gguf   one pair per family: the same random weights in F16
                                                         (target; its embedding Q8_0) and Q4_0 (draft)
   OUT/pairs/*.gguf                                      the pair-rule cases (tests/model_families/test_pair_rule.cpp)
 
   PYTHONPATH=<llama.cpp>/gguf-py /usr/bin/python3 tests/model_families/make_family_models.py \
-      --llama-models <llama.cpp>/models --out build/models/families
+      --llama-models <llama.cpp>/models --out ~/.cache/klspec/test-models/families-KEY
 """
 import argparse
 import os
@@ -57,8 +57,7 @@ def main():
         vocab = os.path.join(a.llama_models, f"ggml-vocab-{PAIR_VOCAB}.gguf")
         jobs.append((vocab, os.path.join(a.out, "pairs", f"{name}.gguf"), options))
 
-    newest_script = max(os.path.getmtime(MAKER), os.path.getmtime(__file__))
-    todo = [job for job in jobs if not os.path.exists(job[1]) or os.path.getmtime(job[1]) < newest_script]
+    todo = [job for job in jobs if not os.path.exists(job[1])]
     os.makedirs(os.path.join(a.out, "pairs"), exist_ok=True)
 
     def run(job):
