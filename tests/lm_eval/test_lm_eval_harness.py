@@ -13,7 +13,7 @@ import urllib.request
 import numpy as np
 import pytest
 
-from conftest import CLI, DECODING, SOURCE_DIR, TARGET
+from conftest import CLI, DECODING, SOURCE_DIR, TARGET, THREADS
 
 TASKS = str(SOURCE_DIR / "tools/lm_eval/tasks")
 WORD_PROBLEMS = "data/testbed_word_test.jsonl"
@@ -61,7 +61,7 @@ def test_loglikelihoods_are_the_engines_teacher_forced_logprobs(server, tmp_path
                       f"base_url={server}/v1/completions,tokenizer_backend=remote,num_concurrent=1,max_retries=1",
                       "klspec_testbed_choice", limit=12)  # 120 loglikelihoods: each checked alike, so a sample
     assert len(samples) == 12
-    engine = klspec.Engine(TARGET, threads=2)
+    engine = klspec.Engine(TARGET, threads=THREADS)
     # The harness's tokenization (remote: our /tokenize, no BOS): the whole text's tokens, split at the
     # context's length.
     tokenize = lambda text: engine.tokenize(text, add_bos=False, parse_special=True)

@@ -5,7 +5,7 @@ import numpy as np
 import openai
 import pytest
 
-from conftest import TARGET
+from conftest import TARGET, THREADS
 
 
 @pytest.fixture(scope="module")
@@ -15,7 +15,7 @@ def client(server):
 
 def test_completion_echo_gives_the_targets_prompt_logprobs(client):
     import klspec
-    engine = klspec.Engine(TARGET, threads=2)
+    engine = klspec.Engine(TARGET, threads=THREADS)
     prompt = engine.tokenize("Q: Tom has 3 apples and buys 4 more. How many apples does he have?\nA:", add_bos=True)
     out = client.completions.create(model="testbed", prompt=prompt, max_tokens=2, echo=True, logprobs=1, temperature=0)
     logprobs = out.choices[0].logprobs
