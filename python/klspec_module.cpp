@@ -62,33 +62,54 @@ DecodingRequest decoding_request(const py::kwargs& kwargs, const Model& target) 
     JudgeOptions judge;
     for (const auto& [key, value] : kwargs) {
         const std::string name = key.cast<std::string>();
-        if (name == "judge") judge.rule = value.cast<std::string>();
-        else if (name == "threshold") judge.threshold = optional_arg<double>(value);
-        else if (name == "topk") judge.topk = optional_arg<int32_t>(value);
-        else if (name == "max_tv") judge.max_tv = optional_arg<double>(value);
-        else if (name == "window") judge.window = optional_arg<int32_t>(value);
-        else if (name == "divergence") judge.divergence = optional_arg<std::string>(value);
-        else if (name == "confidence_mask") judge.confidence_mask = optional_arg<double>(value).value_or(judge.confidence_mask);
-        else if (name == "head") judge.head_path = optional_arg<std::string>(value).value_or("");
-        else if (name == "judge_span") generation.judge_span = JudgeSpan::parse(value.cast<std::string>());
-        else if (name == "max_tokens") generation.max_tokens = value.cast<int32_t>();
-        else if (name == "draft_max") generation.draft_max = value.cast<int32_t>();
-        else if (name == "draft_min") generation.draft_min = value.cast<int32_t>();
-        else if (name == "draft_p_min") generation.draft_p_min = value.cast<float>();
+        if (name == "judge")
+            judge.rule = value.cast<std::string>();
+        else if (name == "threshold")
+            judge.threshold = optional_arg<double>(value);
+        else if (name == "topk")
+            judge.topk = optional_arg<int32_t>(value);
+        else if (name == "max_tv")
+            judge.max_tv = optional_arg<double>(value);
+        else if (name == "window")
+            judge.window = optional_arg<int32_t>(value);
+        else if (name == "divergence")
+            judge.divergence = optional_arg<std::string>(value);
+        else if (name == "confidence_mask")
+            judge.confidence_mask = optional_arg<double>(value).value_or(judge.confidence_mask);
+        else if (name == "head")
+            judge.head_path = optional_arg<std::string>(value).value_or("");
+        else if (name == "judge_span")
+            generation.judge_span = JudgeSpan::parse(value.cast<std::string>());
+        else if (name == "max_tokens")
+            generation.max_tokens = value.cast<int32_t>();
+        else if (name == "draft_max")
+            generation.draft_max = value.cast<int32_t>();
+        else if (name == "draft_min")
+            generation.draft_min = value.cast<int32_t>();
+        else if (name == "draft_p_min")
+            generation.draft_p_min = value.cast<float>();
         else if (name == "draft_policy") {
             const auto policy_name = value.cast<std::string>();
             const std::optional<DraftPolicy> policy = parse_draft_policy(policy_name);
-            if (!policy) throw Error(fmt::format("unknown draft policy '{}' (auto, fixed, adaptive or off)", policy_name));
+            if (!policy)
+                throw Error(fmt::format("unknown draft policy '{}' (auto, fixed, adaptive or off)", policy_name));
             generation.draft_policy = *policy;
-        }
-        else if (name == "temperature") generation.sampling.temperature = value.cast<float>();
-        else if (name == "top_k") generation.sampling.top_k = value.cast<int32_t>();
-        else if (name == "top_p") generation.sampling.top_p = value.cast<float>();
-        else if (name == "seed") generation.sampling.seed = value.cast<uint64_t>();
-        else if (name == "stop") generation.stop_strings = value.cast<std::vector<std::string>>();
-        else if (name == "logprobs") generation.logprobs = optional_arg<int32_t>(value);
-        else if (name == "trace") request.trace = value.cast<bool>();
-        else throw py::type_error(fmt::format("unexpected keyword argument '{}'", name));
+        } else if (name == "temperature")
+            generation.sampling.temperature = value.cast<float>();
+        else if (name == "top_k")
+            generation.sampling.top_k = value.cast<int32_t>();
+        else if (name == "top_p")
+            generation.sampling.top_p = value.cast<float>();
+        else if (name == "seed")
+            generation.sampling.seed = value.cast<uint64_t>();
+        else if (name == "stop")
+            generation.stop_strings = value.cast<std::vector<std::string>>();
+        else if (name == "logprobs")
+            generation.logprobs = optional_arg<int32_t>(value);
+        else if (name == "trace")
+            request.trace = value.cast<bool>();
+        else
+            throw py::type_error(fmt::format("unexpected keyword argument '{}'", name));
     }
     generation.judge = make_judge(judge);
     generation.judge_span = resolve_judge_span(std::move(generation.judge_span), target);
@@ -137,7 +158,8 @@ py::list logprobs_list(const std::vector<TokenLogprobs>& logprobs) {
     py::list out;
     for (const TokenLogprobs& token : logprobs) {
         py::list top;
-        for (const TokenLogprob& alternative : token.top) top.append(py::make_tuple(alternative.token, alternative.logprob));
+        for (const TokenLogprob& alternative : token.top)
+            top.append(py::make_tuple(alternative.token, alternative.logprob));
         out.append(py::dict(py::arg("token") = token.chosen.token, py::arg("logprob") = token.chosen.logprob,
                             py::arg("top") = top));
     }
@@ -188,14 +210,15 @@ public:
         Tracing tracing(*this, request.trace);
         {
             py::gil_scoped_release released;
-            decode_problems(*decoder_, problems, request.generation, decoder_->n_sequences(),
-                            [&](DecodedProblem&& decoded) {
-                                Generation& generation = out[decoded.index];
-                                // What the slot recorded since its last problem finished is this problem's.
-                                if (request.trace) generation.trace = Trace{tracing.take(decoded.sequence_id)};
-                                generation.result = std::move(decoded.result);
-                            },
-                            python_wants_to_stop);
+            decode_problems(
+                *decoder_, problems, request.generation, decoder_->n_sequences(),
+                [&](DecodedProblem&& decoded) {
+                    Generation& generation = out[decoded.index];
+                    // What the slot recorded since its last problem finished is this problem's.
+                    if (request.trace) generation.trace = Trace{tracing.take(decoded.sequence_id)};
+                    generation.result = std::move(decoded.result);
+                },
+                python_wants_to_stop);
         }
         if (PyErr_Occurred()) throw py::error_already_set();
         return out;
@@ -205,7 +228,8 @@ public:
         if (model != "target" && model != "draft")
             throw Error(fmt::format("model must be 'target' or 'draft', got '{}'", model));
         const ModelRole role = model == "target" ? ModelRole::Target : ModelRole::Draft;
-        if (role == ModelRole::Draft && !draft_) throw Error("forward(model='draft') needs an engine with a draft model");
+        if (role == ModelRole::Draft && !draft_)
+            throw Error("forward(model='draft') needs an engine with a draft model");
         if (tokens.empty()) throw Error("forward needs at least one token");
         const Use use(*this);
         ForwardResult result;
@@ -234,8 +258,9 @@ public:
     public:
         explicit Use(Engine& engine) : engine_(&engine) {
             if (engine.in_use_)
-                throw Error("the engine is busy: another thread is decoding on it, or a stream has not finished "
-                            "(iterate it to the end or drop it)");
+                throw Error(
+                    "the engine is busy: another thread is decoding on it, or a stream has not finished "
+                    "(iterate it to the end or drop it)");
             engine.in_use_ = true;
         }
         ~Use() { engine_->in_use_ = false; }
@@ -323,9 +348,12 @@ private:
 
 const char* knob_name(Knob knob) {
     switch (knob) {
-        case Knob::Refused: return "refused";
-        case Knob::Optional: return "optional";
-        case Knob::Required: return "required";
+        case Knob::Refused:
+            return "refused";
+        case Knob::Optional:
+            return "optional";
+        case Knob::Required:
+            return "required";
     }
     return "unknown";
 }
@@ -344,7 +372,8 @@ py::list rules() {
 
 constexpr const char* kDecodingArguments =
     "Keyword arguments (defaults as `klspec generate`): judge='vanilla', threshold, topk, max_tv, window, "
-    "divergence (fsd: 'kl', 'reverse-kl', 'js'), confidence_mask (0.9), head (the autojudge head file), judge_span='all' ('until:STRING', 'think', "
+    "divergence (fsd: 'kl', 'reverse-kl', 'js'), confidence_mask (0.9), head (the autojudge head file), "
+    "judge_span='all' ('until:STRING', 'think', "
     "'think:OPEN,CLOSE': where the rule may relax), max_tokens=128, draft_max=16, draft_min=0, "
     "draft_p_min=0.0, draft_policy='auto' ('fixed', 'adaptive', 'off'), temperature=0.0, top_k=0, top_p=1.0, "
     "seed=0, stop=[...], logprobs (top alternatives per token, 0..20), trace=False (result.trace: the judged "
@@ -379,25 +408,31 @@ PYBIND11_MODULE(_klspec, m) {
         .def_property_readonly("mean_draft_length", &GenerationStats::mean_draft_length)
         .def_property_readonly("tokens_per_second", &GenerationStats::tokens_per_second)
         .def("__repr__", [](const GenerationStats& s) {
-            return fmt::format("Stats(emitted={}, target_calls={}, mat={:.3f}, drafted={}, accepted={}, relaxed_accepted={}, "
-                               "tokens_per_second={:.1f})",
-                               s.emitted, s.target_calls, s.mat(), s.drafted, s.accepted, s.relaxed_accepted,
-                               s.tokens_per_second());
+            return fmt::format(
+                "Stats(emitted={}, target_calls={}, mat={:.3f}, drafted={}, accepted={}, relaxed_accepted={}, "
+                "tokens_per_second={:.1f})",
+                s.emitted, s.target_calls, s.mat(), s.drafted, s.accepted, s.relaxed_accepted, s.tokens_per_second());
         });
 
     py::class_<Generation>(m, "Result", "One generation: text, tokens, stop reason, stats (and trace, logprobs)")
         .def_property_readonly("text", [](const Generation& g) { return to_text(g.result.text); })
         .def_property_readonly("tokens", [](const Generation& g) { return g.result.tokens; })
-        .def_property_readonly("stop_reason", [](const Generation& g) { return std::string(to_string(g.result.stop_reason)); })
+        .def_property_readonly("stop_reason",
+                               [](const Generation& g) { return std::string(to_string(g.result.stop_reason)); })
         .def_property_readonly("stats", [](const Generation& g) { return g.result.stats; })
-        .def_property_readonly("logprobs", [](const Generation& g) { return logprobs_list(g.result.logprobs); },
-                               "per token: {'token', 'logprob', 'top': [(token, logprob), ...]} (with logprobs=N)")
-        .def_property_readonly("trace", [](const Generation& g) -> py::object {
-            if (!g.trace) return py::none();
-            return g.trace->arrays();
-        }, "with trace=True: a dict of numpy arrays, one entry per judged position")
+        .def_property_readonly(
+            "logprobs", [](const Generation& g) { return logprobs_list(g.result.logprobs); },
+            "per token: {'token', 'logprob', 'top': [(token, logprob), ...]} (with logprobs=N)")
+        .def_property_readonly(
+            "trace",
+            [](const Generation& g) -> py::object {
+                if (!g.trace) return py::none();
+                return g.trace->arrays();
+            },
+            "with trace=True: a dict of numpy arrays, one entry per judged position")
         .def("__repr__", [](const Generation& g) {
-            return fmt::format("Result(stop_reason='{}', tokens={})", to_string(g.result.stop_reason), g.result.tokens.size());
+            return fmt::format("Result(stop_reason='{}', tokens={})", to_string(g.result.stop_reason),
+                               g.result.tokens.size());
         });
 
     py::class_<StreamStep>(m, "StreamStep", "What one engine step emitted")
@@ -406,7 +441,8 @@ PYBIND11_MODULE(_klspec, m) {
         .def_readonly("is_last", &StreamStep::is_last);
 
     py::class_<Stream>(m, "Stream", "Iterates a generation step by step (engine.stream)")
-        .def("__iter__", [](Stream& s) -> Stream& { return s; }, py::return_value_policy::reference_internal)
+        .def(
+            "__iter__", [](Stream& s) -> Stream& { return s; }, py::return_value_policy::reference_internal)
         .def("__next__", &Stream::next)
         .def_property_readonly("result", &Stream::result);
 
@@ -426,32 +462,42 @@ PYBIND11_MODULE(_klspec, m) {
                  return std::make_unique<Engine>(target, draft, context, model, verbose);
              }),
              py::arg("target"), py::arg("draft") = py::none(), py::arg("threads") = 0, py::arg("threads_draft") = 0,
-             py::arg("ctx") = ContextOptions{}.n_ctx, py::arg("batch") = ContextOptions{}.n_batch, py::arg("parallel") = 1,
-             py::arg("hidden_states") = false, py::arg("gpu_layers") = py::none(), py::arg("verbose") = false,
-             "Loads the models (GGUF paths). threads=0: all hardware threads; parallel: sequences generate_batch decodes "
+             py::arg("ctx") = ContextOptions{}.n_ctx, py::arg("batch") = ContextOptions{}.n_batch,
+             py::arg("parallel") = 1, py::arg("hidden_states") = false, py::arg("gpu_layers") = py::none(),
+             py::arg("verbose") = false,
+             "Loads the models (GGUF paths). threads=0: all hardware threads; parallel: sequences generate_batch "
+             "decodes "
              "together (-np); hidden_states: forward(hidden=True) and the autojudge rule need them.")
         .def("generate", &Engine::generate, py::arg("prompt"),
              (std::string("Generates a continuation of the prompt; returns a Result. ") + kDecodingArguments).c_str())
         .def("generate_batch", &Engine::generate_batch, py::arg("prompts"),
              (std::string("Decodes the prompts together over the engine's `parallel` sequences (continuous batching); "
-                          "returns one Result per prompt, in order. ") + kDecodingArguments).c_str())
-        .def("stream",
-             [](py::object self, const std::string& prompt, const py::kwargs& kwargs) {
-                 return std::make_unique<Stream>(std::move(self), prompt, kwargs);
-             },
-             py::arg("prompt"),
-             (std::string("Iterates the generation one engine step at a time (StreamStep: text, tokens, is_last); the "
-                          "iterator's .result then holds the whole Result. Uses sequence 0. ") + kDecodingArguments).c_str())
+                          "returns one Result per prompt, in order. ") +
+              kDecodingArguments)
+                 .c_str())
+        .def(
+            "stream",
+            [](py::object self, const std::string& prompt, const py::kwargs& kwargs) {
+                return std::make_unique<Stream>(std::move(self), prompt, kwargs);
+            },
+            py::arg("prompt"),
+            (std::string("Iterates the generation one engine step at a time (StreamStep: text, tokens, is_last); the "
+                         "iterator's .result then holds the whole Result. Uses sequence 0. ") +
+             kDecodingArguments)
+                .c_str())
         .def("forward", &Engine::forward, py::arg("tokens"), py::arg("hidden") = false, py::arg("model") = "target",
              "Teacher-forced logits (n_tokens x n_vocab numpy array) of the tokens; with hidden=True a tuple (logits, "
              "hidden states n_tokens x n_embd), which needs Engine(hidden_states=True). model: 'target' or 'draft'.")
-        .def("tokenize", &Engine::tokenize, py::arg("text"), py::arg("add_bos") = true, py::arg("parse_special") = false,
-             "The target's tokens of the text")
-        .def("detokenize", [](const Engine& e, const std::vector<int32_t>& tokens) { return to_text(e.detokenize(tokens)); },
-             py::arg("tokens"), "The text of generated tokens (end-of-generation tokens left out)")
+        .def("tokenize", &Engine::tokenize, py::arg("text"), py::arg("add_bos") = true,
+             py::arg("parse_special") = false, "The target's tokens of the text")
+        .def(
+            "detokenize",
+            [](const Engine& e, const std::vector<int32_t>& tokens) { return to_text(e.detokenize(tokens)); },
+            py::arg("tokens"), "The text of generated tokens (end-of-generation tokens left out)")
         .def_property_readonly("n_vocab", [](const Engine& e) { return e.target().n_vocab(); })
         .def_property_readonly("n_embd", [](const Engine& e) { return e.target().n_embd(); })
         .def_property_readonly("has_draft", &Engine::has_draft);
 
-    m.def("rules", &rules, "The judge rules: name, summary, and whether each takes threshold, topk, head, window and divergence");
+    m.def("rules", &rules,
+          "The judge rules: name, summary, and whether each takes threshold, topk, head, window and divergence");
 }

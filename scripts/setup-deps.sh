@@ -13,6 +13,7 @@ packages=(build-essential cmake git
           libopenblas0-pthread  # torch's float32 matmuls; without it the reference BLAS is ~30x slower
           chromium  # headless, renders `klspec serve`'s page in its test
           clang libclang-rt-dev  # scripts/test-sanitized.sh: ASan/UBSan and libFuzzer
+          clang-format-14  # the suite's style check (.clang-format)
           ccache curl  # tests/in_tree: llama.cpp compiled from source once per machine; its server check
           vim tmux  # tests/server/test_llama_vim.py: llama.cpp's Vim plug-in against `klspec serve`'s /infill
           "$@")

@@ -17,7 +17,8 @@ public:
     const std::filesystem::path& path() {
         if (path_.empty()) {
             std::string pattern = (std::filesystem::temp_directory_path() / "klspec-tests.XXXXXX").string();
-            if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("cannot create a directory like " + pattern);
+            if (mkdtemp(pattern.data()) == nullptr)
+                throw std::runtime_error("cannot create a directory like " + pattern);
             path_ = pattern;
         }
         return path_;
@@ -32,7 +33,8 @@ private:
 };
 
 // Registered before main runs (gtest_main), and owned by gtest from then on.
-TempDirectory* const temp_directory = static_cast<TempDirectory*>(::testing::AddGlobalTestEnvironment(new TempDirectory));
+TempDirectory* const temp_directory =
+    static_cast<TempDirectory*>(::testing::AddGlobalTestEnvironment(new TempDirectory));
 
 }  // namespace
 

@@ -14,7 +14,8 @@ namespace {
 // γ rows of target logits and γ rows of draft logits, V each.
 struct Rows {
     Rows(int64_t gamma, int64_t vocab_size)
-        : vocab(static_cast<size_t>(vocab_size)), target(static_cast<size_t>(gamma * vocab_size)),
+        : vocab(static_cast<size_t>(vocab_size)),
+          target(static_cast<size_t>(gamma * vocab_size)),
           draft(target.size()) {
         std::mt19937 rng(42);
         std::normal_distribution<float> logit(0.0f, 3.0f);

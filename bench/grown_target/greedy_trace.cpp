@@ -15,11 +15,11 @@
 
 #include "llama.h"
 
-static void quiet_log(ggml_log_level level, const char * text, void *) {
+static void quiet_log(ggml_log_level level, const char* text, void*) {
     if (level == GGML_LOG_LEVEL_ERROR) fputs(text, stderr);
 }
 
-int main(int argc, char ** argv) {
+int main(int argc, char** argv) {
     if (argc != 5 && !(argc == 6 && std::strcmp(argv[5], "--logits") == 0)) {
         fprintf(stderr, "usage: %s MODEL.gguf N_PREDICT THREADS PROMPT [--logits]\n", argv[0]);
         return 2;
@@ -33,26 +33,26 @@ int main(int argc, char ** argv) {
     llama_backend_init();
     llama_model_params mp = llama_model_default_params();
     mp.n_gpu_layers = 0;
-    llama_model * model = llama_model_load_from_file(argv[1], mp);
+    llama_model* model = llama_model_load_from_file(argv[1], mp);
     if (!model) {
         fprintf(stderr, "greedy_trace: cannot load %s\n", argv[1]);
         return 1;
     }
-    const llama_vocab * vocab = llama_model_get_vocab(model);
+    const llama_vocab* vocab = llama_model_get_vocab(model);
     const int n_vocab = llama_vocab_n_tokens(vocab);
-    int n = -llama_tokenize(vocab, prompt.c_str(), (int) prompt.size(), nullptr, 0, true, true);
+    int n = -llama_tokenize(vocab, prompt.c_str(), (int)prompt.size(), nullptr, 0, true, true);
     std::vector<llama_token> toks(n);
-    if (llama_tokenize(vocab, prompt.c_str(), (int) prompt.size(), toks.data(), n, true, true) < 0) return 1;
+    if (llama_tokenize(vocab, prompt.c_str(), (int)prompt.size(), toks.data(), n, true, true) < 0) return 1;
     printf("prompt");
     for (llama_token t : toks) printf(" %d", t);
     printf("\n");
 
     llama_context_params cp = llama_context_default_params();
-    cp.n_ctx = (uint32_t) (n + n_predict + 8);
-    cp.n_batch = (uint32_t) n;
+    cp.n_ctx = (uint32_t)(n + n_predict + 8);
+    cp.n_batch = (uint32_t)n;
     cp.n_threads = n_threads;
     cp.n_threads_batch = n_threads;
-    llama_context * ctx = llama_init_from_model(model, cp);
+    llama_context* ctx = llama_init_from_model(model, cp);
     if (!ctx) return 1;
 
     llama_batch batch = llama_batch_get_one(toks.data(), n);
@@ -63,16 +63,16 @@ int main(int argc, char ** argv) {
             fprintf(stderr, "greedy_trace: decode failed\n");
             return 1;
         }
-        const float * lg = llama_get_logits_ith(ctx, -1);
+        const float* lg = llama_get_logits_ith(ctx, -1);
         int best = 0;
         for (int v = 1; v < n_vocab; v++)
             if (lg[v] > lg[best]) best = v;
         float second = -1e30f;
         for (int v = 0; v < n_vocab; v++)
             if (v != best && lg[v] > second) second = lg[v];
-        printf("step %d %.6g", best, (double) (lg[best] - second));
+        printf("step %d %.6g", best, (double)(lg[best] - second));
         if (all_logits)
-            for (int v = 0; v < n_vocab; v++) printf(" %.6g", (double) lg[v]);
+            for (int v = 0; v < n_vocab; v++) printf(" %.6g", (double)lg[v]);
         printf("\n");
         tok = best;
         if (llama_vocab_is_eog(vocab, tok)) {

@@ -53,27 +53,32 @@ void run_analyze(const AnalyzeOptions& options) {
     nlohmann::json out;
     if (!options.head_path.empty()) {
         const AutoJudgeHead head = AutoJudgeHead::load(options.head_path);
-        const std::vector<ScoreBin> bins = bin_by_head_score(read_mined(options.mining_dirs.front()), head, options.bins);
+        const std::vector<ScoreBin> bins =
+            bin_by_head_score(read_mined(options.mining_dirs.front()), head, options.bins);
         out["score_bins"] = to_json(bins);
         if (!options.svg_path.empty()) plot_score_bins(bins, options.svg_path);
         if (!options.json) {
-            std::cout << fmt::format("Mismatches of {} binned by the head's score (Fig. 5)\n", options.mining_dirs.front())
+            std::cout << fmt::format("Mismatches of {} binned by the head's score (Fig. 5)\n",
+                                     options.mining_dirs.front())
                       << "score bin     count  important  mean KL  (inf)  mean H(p)  mean H(q)\n";
             for (const ScoreBin& b : bins)
-                std::cout << fmt::format("[{:.1f}, {:.1f})  {:6}  {:9}  {:7.3f}  {:5}  {:9.3f}  {:9.3f}\n", b.low, b.high,
-                                         b.count, b.important, b.mean_kl, b.infinite_kl, b.mean_target_entropy,
+                std::cout << fmt::format("[{:.1f}, {:.1f})  {:6}  {:9}  {:7.3f}  {:5}  {:9.3f}  {:9.3f}\n", b.low,
+                                         b.high, b.count, b.important, b.mean_kl, b.infinite_kl, b.mean_target_entropy,
                                          b.mean_draft_entropy);
         }
     }
     if (options.mining_dirs.size() > 1) {
         const LabelConsistency c = label_consistency(options.mining_dirs);
-        out["label_consistency"] = {{"runs", c.runs}, {"matched", c.matched}, {"agreeing", c.agreeing}, {"share", c.share()}};
+        out["label_consistency"] = {
+            {"runs", c.runs}, {"matched", c.matched}, {"agreeing", c.agreeing}, {"share", c.share()}};
         if (!options.json)
-            std::cout << fmt::format("Label consistency (Fig. 4): {} of {} mismatches found in all {} runs have the same "
-                                     "label in all of them ({:.1f} %)\n",
-                                     c.agreeing, c.matched, c.runs, 100 * c.share());
+            std::cout << fmt::format(
+                "Label consistency (Fig. 4): {} of {} mismatches found in all {} runs have the same "
+                "label in all of them ({:.1f} %)\n",
+                c.agreeing, c.matched, c.runs, 100 * c.share());
     }
-    if (out.empty()) throw Error("nothing to analyze: give --head (score bins) and/or several mining runs (consistency)");
+    if (out.empty())
+        throw Error("nothing to analyze: give --head (score bins) and/or several mining runs (consistency)");
     if (options.json) std::cout << out.dump() << "\n";
 }
 
@@ -82,13 +87,15 @@ void run_analyze(const AnalyzeOptions& options) {
 void register_analyze_command(CLI::App& app) {
     auto options = std::make_shared<AnalyzeOptions>();
     CLI::App* cmd = app.add_subcommand(
-        "analyze", "The paper's AutoJudge analyses: with --head, mismatches binned by the head's score with mean KL and "
-                   "entropies (Fig. 5); with several mining runs sampled with different seeds, label consistency (Fig. 4)");
+        "analyze",
+        "The paper's AutoJudge analyses: with --head, mismatches binned by the head's score with mean KL and "
+        "entropies (Fig. 5); with several mining runs sampled with different seeds, label consistency (Fig. 4)");
     cmd->add_option("DIRS", options->mining_dirs, "Mining runs (klspec mine --out); the first is binned")->required();
     cmd->add_option("--head", options->head_path, "AutoJudge head file (klspec train-judge --out)")
         ->check(CLI::ExistingFile);
-    cmd->add_option("--bins", options->bins, "Number of equal-width score bins")->capture_default_str()->check(
-        CLI::Range(1, 1000));
+    cmd->add_option("--bins", options->bins, "Number of equal-width score bins")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1000));
     cmd->add_option("--svg", options->svg_path, "With --head: also draw the score bins into this SVG (gnuplot)");
     cmd->add_flag("--json", options->json, "Print one JSON object");
     cmd->callback([options] { run_analyze(*options); });

@@ -35,8 +35,12 @@ struct BenchOptions {
 // benchmarks: run in the sandbox; "answer" is "pass" or why it failed).
 nlohmann::json outcome_row(size_t index, const Problem& problem, const GenerationResult& result) {
     // The prompt as decoded (template, exemplars and instruction applied): another program can be given the same.
-    nlohmann::json row = {{"index", index}, {"id", problem.id}, {"prompt", problem.prompt}, {"text", result.text},
-                          {"stop_reason", to_string(result.stop_reason)}, {"stats", stats_to_json(result.stats)}};
+    nlohmann::json row = {{"index", index},
+                          {"id", problem.id},
+                          {"prompt", problem.prompt},
+                          {"text", result.text},
+                          {"stop_reason", to_string(result.stop_reason)},
+                          {"stats", stats_to_json(result.stats)}};
     if (problem.gold || problem.code) {
         const ScoredOutput verdict = score_output(problem, result.text);
         row["answer"] = verdict.prediction ? nlohmann::json(*verdict.prediction) : nlohmann::json();
@@ -127,30 +131,31 @@ void run_bench(const BenchOptions& options) {
     const std::string_view metric = !problems.empty() && problems.front().code ? "pass@1" : "accuracy";
     const std::string_view judge_name = session.generation.judge->name();
     if (options.json) {
-        nlohmann::json out = {{"problems", problems.size()},
-                              {"resumed", problems.size() - todo.size()},
-                              {"parallel", options.parallel},
-                              {"judge", judge_name},
-                              {"wall_seconds", wall_seconds},
-                              {"throughput_tokens_per_second", throughput},
+        nlohmann::json out = {{"problems", problems.size()},   {"resumed", problems.size() - todo.size()},
+                              {"parallel", options.parallel},  {"judge", judge_name},
+                              {"wall_seconds", wall_seconds},  {"throughput_tokens_per_second", throughput},
                               {"stats", stats_to_json(totals)}};
         add_quality_bound(out, *session.generation.judge);
         add_draft_policy(out, session.generation.draft_policy, session.decoder->verify_costs(),
                          session.decoder->draft_costs());
-        if (scored) out["accuracy"] = {{"metric", metric}, {"correct", correct}, {"scored", scored}, {"rate", accuracy}};
+        if (scored)
+            out["accuracy"] = {{"metric", metric}, {"correct", correct}, {"scored", scored}, {"rate", accuracy}};
         std::cout << out.dump() << "\n";
     } else {
         std::cout << fmt::format("{} problems, judge {}, {} in parallel\n", problems.size(), judge_name,
                                  options.parallel);
         if (!kept.empty())
-            std::cout << fmt::format("{} of them decoded by an earlier run (--resume): the statistics below are this "
-                                     "run's {}\n", problems.size() - todo.size(), todo.size());
+            std::cout << fmt::format(
+                "{} of them decoded by an earlier run (--resume): the statistics below are this "
+                "run's {}\n",
+                problems.size() - todo.size(), todo.size());
         if (scored) std::cout << fmt::format("{}: {}/{} = {:.1f} %\n", metric, correct, scored, 100.0 * accuracy);
         std::cout << format_stats(totals) << format_quality_bound(*session.generation.judge, totals);
         std::cout << fmt::format("throughput: {:.1f} tokens/s over {:.2f} s wall time (prompts included){}\n",
                                  throughput, wall_seconds,
                                  options.parallel > 1 ? "; the times above add up every sequence's share of "
-                                                        "shared steps" : "");
+                                                        "shared steps"
+                                                      : "");
     }
 }
 
@@ -159,16 +164,19 @@ void run_bench(const BenchOptions& options) {
 void register_bench_command(CLI::App& app) {
     auto options = std::make_shared<BenchOptions>();
     CLI::App* cmd = app.add_subcommand(
-        "bench", "Decode every prompt of a JSONL dataset; report summed statistics (MAT, acceptance, speed) and accuracy");
+        "bench",
+        "Decode every prompt of a JSONL dataset; report summed statistics (MAT, acceptance, speed) and accuracy");
     options->run.generation.draft_policy = DraftPolicy::Auto;  // the cost model chooses gamma
     add_run_options(*cmd, options->run);
     add_dataset_options(*cmd, options->dataset, /*with_limit=*/true);
     add_prompt_options(*cmd, options->prompt);
     cmd->add_option("--parallel", options->parallel,
                     "Decode this many problems together (also -np): their drafts are verified in one target batch")
-        ->capture_default_str()->check(CLI::Range(1, 64));
+        ->capture_default_str()
+        ->check(CLI::Range(1, 64));
     cmd->add_option("--outputs", options->outputs_path,
-                    "Write each problem's prompt (as decoded), text, answer and stats here (JSONL; a row is appended as each problem finishes, "
+                    "Write each problem's prompt (as decoded), text, answer and stats here (JSONL; a row is appended "
+                    "as each problem finishes, "
                     "the file is put in problem order at the end)");
     cmd->add_flag("--resume", options->resume,
                   "With --outputs: keep the problems the file already holds (an interrupted run's) and decode only the "

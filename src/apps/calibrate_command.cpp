@@ -46,8 +46,10 @@ std::pair<std::vector<PointSummary>, std::map<std::string, AccuracyLoss>> run_st
 }
 
 nlohmann::json loss_to_json(const PointSummary& s, const AccuracyLoss& loss) {
-    return {{"point", s.point}, {"accuracy", s.accuracy()}, {"mat", s.totals.mat()}, {"tokens_per_second", s.tokens_per_second()},
-            {"loss", loss.loss}, {"loss_ci95", {loss.low, loss.high}}, {"problems", loss.problems}};
+    return {{"point", s.point},         {"accuracy", s.accuracy()},
+            {"mat", s.totals.mat()},    {"tokens_per_second", s.tokens_per_second()},
+            {"loss", loss.loss},        {"loss_ci95", {loss.low, loss.high}},
+            {"problems", loss.problems}};
 }
 
 void run_calibrate(const CalibrateOptions& options) {
@@ -57,7 +59,8 @@ void run_calibrate(const CalibrateOptions& options) {
         measure == CalibrationMeasure::Agreement ? "disagreement with vanilla's answers" : "loss against vanilla";
     if (options.rule == "vanilla") throw Error("calibrate: vanilla is lossless; name a lossy rule with --rule");
     std::vector<Problem> problems = load_scored_problems(options.common.dataset);
-    const std::vector<SweepPoint> points = parse_sweep_points({options.rule + ":" + options.values}, options.common.run.judge);
+    const std::vector<SweepPoint> points =
+        parse_sweep_points({options.rule + ":" + options.values}, options.common.run.judge);
     PromptFormat format;
     DecodingSession session = open_sweep_session(options.common, points, problems, format);
     auto [calibration, validation] = calibration_split(std::move(problems), options.calibration_share);
@@ -65,8 +68,12 @@ void run_calibrate(const CalibrateOptions& options) {
     const auto [summaries, losses] = run_stage(options, measure, session, format, "calibration", calibration, points);
     const std::optional<size_t> chosen = pick_within_budget(summaries, losses, budget, options.strict);
 
-    nlohmann::json report = {{"rule", options.rule}, {"measure", options.measure}, {"max_loss", budget}, {"strict", options.strict},
-                             {"calibration_problems", calibration.size()}, {"validation_problems", validation.size()},
+    nlohmann::json report = {{"rule", options.rule},
+                             {"measure", options.measure},
+                             {"max_loss", budget},
+                             {"strict", options.strict},
+                             {"calibration_problems", calibration.size()},
+                             {"validation_problems", validation.size()},
                              {"vanilla_calibration_accuracy", summaries.front().accuracy()}};
     report["calibration"] = nlohmann::json::array();
     for (const PointSummary& s : summaries)
@@ -94,24 +101,28 @@ void run_calibrate(const CalibrateOptions& options) {
     } else {
         const SweepPoint& point = points[*chosen];  // summaries follow the points' order
         const std::vector<SweepPoint> check{points.front(), point};
-        const auto [held_out, held_out_losses] = run_stage(options, measure, session, format, "validation", validation, check);
+        const auto [held_out, held_out_losses] =
+            run_stage(options, measure, session, format, "validation", validation, check);
         const AccuracyLoss& loss = held_out_losses.at(point.label());
         const bool within = (options.strict ? loss.high : loss.loss) <= budget + 1e-12;
         report["chosen"] = point.label();
         report["validation"] = loss_to_json(held_out.back(), loss);
         report["validation"]["vanilla_accuracy"] = held_out.front().accuracy();
         report["validation"]["within_budget"] = within;
-        report["judge"] = {{"rule", point.rule}, {"value", point.value}, {"confidence_mask", point.judge.confidence_mask}};
-        text += fmt::format("chosen: {} (MAT {:.2f})\nvalidation ({} problems): vanilla {:.1f} %, {} {:.1f} %, {} {:+.1f} "
-                            "[{:+.1f}, {:+.1f}] -> {}\n",
-                            point.label(), summaries[*chosen].totals.mat(), validation.size(),
-                            100 * held_out.front().accuracy(), point.label(), 100 * held_out.back().accuracy(), loss_name,
-                            100 * loss.loss, 100 * loss.low, 100 * loss.high,
-                            within ? "within the budget" : "OVER the budget on held-out problems");
+        report["judge"] = {
+            {"rule", point.rule}, {"value", point.value}, {"confidence_mask", point.judge.confidence_mask}};
+        text += fmt::format(
+            "chosen: {} (MAT {:.2f})\nvalidation ({} problems): vanilla {:.1f} %, {} {:.1f} %, {} {:+.1f} "
+            "[{:+.1f}, {:+.1f}] -> {}\n",
+            point.label(), summaries[*chosen].totals.mat(), validation.size(), 100 * held_out.front().accuracy(),
+            point.label(), 100 * held_out.back().accuracy(), loss_name, 100 * loss.loss, 100 * loss.low,
+            100 * loss.high, within ? "within the budget" : "OVER the budget on held-out problems");
     }
     std::ofstream(options.common.out_dir + "/setting.json") << report.dump(2) << "\n";
-    if (options.json) std::cout << report.dump() << "\n";
-    else std::cout << text << "written: " << options.common.out_dir << "/setting.json\n";
+    if (options.json)
+        std::cout << report.dump() << "\n";
+    else
+        std::cout << text << "written: " << options.common.out_dir << "/setting.json\n";
 }
 
 }  // namespace
@@ -119,8 +130,9 @@ void run_calibrate(const CalibrateOptions& options) {
 void register_calibrate_command(CLI::App& app) {
     auto options = std::make_shared<CalibrateOptions>();
     CLI::App* cmd = app.add_subcommand(
-        "calibrate", "Pick the setting of a rule with the highest MAT whose accuracy loss against vanilla is within "
-                     "--max-loss on a calibration split, and check it on the held-out rest (resumable)");
+        "calibrate",
+        "Pick the setting of a rule with the highest MAT whose accuracy loss against vanilla is within "
+        "--max-loss on a calibration split, and check it on the held-out rest (resumable)");
     add_sweep_run_options(*cmd, options->common,
                           "Directory for calibration/ and validation/ (sweep layouts) and setting.json; resumed "
                           "when it exists");
@@ -131,10 +143,11 @@ void register_calibrate_command(CLI::App& app) {
     cmd->add_option("--max-loss", options->max_loss,
                     "Budget against vanilla, of the --measure: a percentage (1%) or a fraction")
         ->capture_default_str();
-    cmd->add_option("--measure", options->measure,
-                    "What the budget bounds: accuracy (the paired accuracy loss against vanilla) or agreement (the share "
-                    "of problems whose scored answer differs from vanilla's, Wilson interval: for a model that solves "
-                    "few problems, whose accuracy cannot fall)")
+    cmd->add_option(
+           "--measure", options->measure,
+           "What the budget bounds: accuracy (the paired accuracy loss against vanilla) or agreement (the share "
+           "of problems whose scored answer differs from vanilla's, Wilson interval: for a model that solves "
+           "few problems, whose accuracy cannot fall)")
         ->check(CLI::IsMember({"accuracy", "agreement"}))
         ->capture_default_str();
     cmd->add_option("--calibration-share", options->calibration_share,

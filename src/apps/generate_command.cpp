@@ -1,12 +1,12 @@
 #include "apps/generate_command.h"
 
+#include <unistd.h>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <memory>
 #include <sstream>
 #include <utility>
-#include <unistd.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -31,9 +31,12 @@ struct GenerateOptions {
 // a relaxed one, blue the target's own token.
 std::string_view ansi_colour(server::Provenance provenance) {
     switch (provenance) {
-        case server::Provenance::Draft: return "\x1b[32m";
-        case server::Provenance::Relaxed: return "\x1b[30;48;5;214m";
-        case server::Provenance::Target: return "\x1b[34m";
+        case server::Provenance::Draft:
+            return "\x1b[32m";
+        case server::Provenance::Relaxed:
+            return "\x1b[30;48;5;214m";
+        case server::Provenance::Target:
+            return "\x1b[34m";
     }
     return "";
 }
@@ -59,7 +62,8 @@ void run_generate(const GenerateOptions& options) {
     const bool colour = use_colour(options);
     if (colour) {
         std::cerr << "colours: ";
-        for (const auto provenance : {server::Provenance::Draft, server::Provenance::Relaxed, server::Provenance::Target})
+        for (const auto provenance :
+             {server::Provenance::Draft, server::Provenance::Relaxed, server::Provenance::Target})
             std::cerr << ansi_colour(provenance) << server::to_string(provenance) << kAnsiReset << " ";
         std::cerr << "(accepted draft, kept only by the judge, the target's token)\n";
     }
@@ -91,14 +95,15 @@ void run_generate(const GenerateOptions& options) {
     const GenerationResult result = session.decoder->generate(prompt, session.generation, print_text);
 
     if (options.json) {
-        nlohmann::json out = {{"text", result.text},
-                              {"tokens", result.tokens},
-                              {"stop_reason", to_string(result.stop_reason)},
-                              {"judge", session.generation.judge->name()},
-                              {"models", {{"target", session.target->path()},
-                                          {"draft", session.draft ? nlohmann::json(session.draft->path())
-                                                                  : nlohmann::json(nullptr)}}},
-                              {"stats", stats_to_json(result.stats)}};
+        nlohmann::json out = {
+            {"text", result.text},
+            {"tokens", result.tokens},
+            {"stop_reason", to_string(result.stop_reason)},
+            {"judge", session.generation.judge->name()},
+            {"models",
+             {{"target", session.target->path()},
+              {"draft", session.draft ? nlohmann::json(session.draft->path()) : nlohmann::json(nullptr)}}},
+            {"stats", stats_to_json(result.stats)}};
         add_quality_bound(out, *session.generation.judge);
         add_draft_policy(out, session.generation.draft_policy, session.decoder->verify_costs(),
                          session.decoder->draft_costs());
@@ -107,8 +112,8 @@ void run_generate(const GenerateOptions& options) {
         show_prompt();
         std::fputs("\n\n", stdout);
         std::fflush(stdout);
-        std::cerr << "stop: " << to_string(result.stop_reason) << "\n" << format_stats(result.stats)
-                  << format_quality_bound(*session.generation.judge, result.stats);
+        std::cerr << "stop: " << to_string(result.stop_reason) << "\n"
+                  << format_stats(result.stats) << format_quality_bound(*session.generation.judge, result.stats);
     }
 }
 
@@ -126,7 +131,8 @@ void register_generate_command(CLI::App& app) {
     cmd->add_option("--color", options->color,
                     "Colour each token by where it came from (accepted draft, relaxed by the judge, target): auto "
                     "(when stdout is a terminal), always or never")
-        ->capture_default_str()->check(CLI::IsMember({"auto", "always", "never"}));
+        ->capture_default_str()
+        ->check(CLI::IsMember({"auto", "always", "never"}));
     cmd->callback([options] { run_generate(*options); });
 }
 

@@ -1,8 +1,8 @@
 // `klspec mine`: label draft/target mismatches as important or not (src/autojudge/mining.h), resumably.
+#include <unistd.h>
 #include <cstdio>
 #include <iostream>
 #include <memory>
-#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -51,21 +51,22 @@ void run_mine(const MineOptions& options) {
                                  {"seed", mining.seed}};
     MiningWriter writer(options.out_dir, meta);
     const size_t already = writer.finished_problems().size();
-    if (already) std::fprintf(stderr, "mine: resuming %s: %zu problems already mined\n", options.out_dir.c_str(), already);
+    if (already)
+        std::fprintf(stderr, "mine: resuming %s: %zu problems already mined\n", options.out_dir.c_str(), already);
 
     std::vector<Problem> todo;
     for (const Problem& p : problems)
         if (!writer.finished_problems().contains(p.id)) todo.push_back(p);
     size_t done = 0, mismatches = 0, important = 0;
     ProgressLine progress("mine", todo.size(), "problems");
-    mine_problems(*session.decoder, todo, mining, options.parallel,
-                  [&](size_t index, ProblemMining&& mined, double seconds) {
-                      writer.append(todo[index], mined, seconds);
-                      mismatches += mined.mismatches.size();
-                      for (const MinedMismatch& m : mined.mismatches) important += m.important;
-                      progress.update(++done, fmt::format("{} mismatches ({} important), {:.2f} mismatches/s", mismatches,
-                                                          important, double(mismatches) / progress.elapsed_seconds()));
-                  });
+    mine_problems(
+        *session.decoder, todo, mining, options.parallel, [&](size_t index, ProblemMining&& mined, double seconds) {
+            writer.append(todo[index], mined, seconds);
+            mismatches += mined.mismatches.size();
+            for (const MinedMismatch& m : mined.mismatches) important += m.important;
+            progress.update(++done, fmt::format("{} mismatches ({} important), {:.2f} mismatches/s", mismatches,
+                                                important, double(mismatches) / progress.elapsed_seconds()));
+        });
     progress.finish();
     const double seconds = progress.elapsed_seconds();
     const nlohmann::json summary = {{"out", options.out_dir},
@@ -79,10 +80,11 @@ void run_mine(const MineOptions& options) {
     if (options.json) {
         std::cout << summary.dump() << "\n";
     } else {
-        std::cout << fmt::format("mined {} problems in {:.1f} s: {} mismatches, {} important ({:.2f} mismatches/s)\n"
-                                 "{} now holds {} problems, {} mismatches\n",
-                                 done, seconds, mismatches, important, summary["mismatches_per_second"].get<double>(),
-                                 options.out_dir, writer.finished_problems().size(), writer.rows());
+        std::cout << fmt::format(
+            "mined {} problems in {:.1f} s: {} mismatches, {} important ({:.2f} mismatches/s)\n"
+            "{} now holds {} problems, {} mismatches\n",
+            done, seconds, mismatches, important, summary["mismatches_per_second"].get<double>(), options.out_dir,
+            writer.finished_problems().size(), writer.rows());
     }
 }
 
@@ -91,8 +93,9 @@ void run_mine(const MineOptions& options) {
 void register_mine_command(CLI::App& app) {
     auto options = std::make_shared<MineOptions>();
     CLI::App* cmd = app.add_subcommand(
-        "mine", "AutoJudge mining: label each draft/target mismatch of the target's greedy answers as important "
-                "(swapping the draft token in changes the final answer) or not, with both models' hidden states");
+        "mine",
+        "AutoJudge mining: label each draft/target mismatch of the target's greedy answers as important "
+        "(swapping the draft token in changes the final answer) or not, with both models' hidden states");
     add_model_options(*cmd, options->run);
     add_dataset_options(*cmd, options->dataset, /*with_limit=*/true);
     add_prompt_options(*cmd, options->prompt);
@@ -101,20 +104,24 @@ void register_mine_command(CLI::App& app) {
                     "Directory for labels.jsonl, features.f32, problems.jsonl, meta.json; an existing one is resumed")
         ->required();
     cmd->add_option("-n,--n-predict", options->mining.max_tokens, "Response length at most")
-        ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1 << 20));
     cmd->add_option("--draft-max", options->mining.draft_max,
                     "gamma of the lossless speculative decoding that writes the target's continuations")
-        ->capture_default_str()->check(CLI::Range(1, 256));
+        ->capture_default_str()
+        ->check(CLI::Range(1, 256));
     add_draft_policy_option(*cmd, options->mining.draft_policy);
     cmd->add_option("--temp", options->mining.temperature,
                     "Sample the continuations after a swap at this temperature (label consistency, Fig. 4); "
                     "0 = greedy, as docs/design.md's labels")
-        ->capture_default_str()->check(CLI::Range(0.0, 100.0));
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 100.0));
     cmd->add_option("-s,--seed", options->mining.seed, "Seed of the sampled continuations")->capture_default_str();
     cmd->add_option("--parallel", options->parallel,
                     "Mine this many problems together (also -np): their continuations are verified in one target "
                     "batch; the rows are written in problem order all the same")
-        ->capture_default_str()->check(CLI::Range(1, 63));
+        ->capture_default_str()
+        ->check(CLI::Range(1, 63));
     cmd->add_flag("--json", options->json, "Print one JSON object instead of the summary");
     cmd->callback([options] { run_mine(*options); });
 }

@@ -1,14 +1,17 @@
 #include "apps/progress_line.h"
 
-#include <cstdio>
 #include <unistd.h>
+#include <cstdio>
 
 #include <fmt/format.h>
 
 namespace klspec {
 
 ProgressLine::ProgressLine(std::string name, size_t total, std::string unit, double log_every_seconds)
-    : name_(std::move(name)), unit_(std::move(unit)), total_(total), log_every_(log_every_seconds),
+    : name_(std::move(name)),
+      unit_(std::move(unit)),
+      total_(total),
+      log_every_(log_every_seconds),
       tty_(isatty(fileno(stderr)) != 0),
       start_(std::chrono::steady_clock::now()) {}
 
@@ -25,8 +28,10 @@ void ProgressLine::update(size_t done, const std::string& detail) {
     const double eta = done ? elapsed / double(done) * double(total_ - done) : 0.0;
     const std::string line = fmt::format("{}: {}/{} {}{}{}, elapsed {:.0f} s, ETA {:.0f} s", name_, done, total_, unit_,
                                          detail.empty() ? "" : ", ", detail, elapsed, eta);
-    if (tty_) std::fprintf(stderr, "\r%s\x1b[K", line.c_str());
-    else std::fprintf(stderr, "%s\n", line.c_str());
+    if (tty_)
+        std::fprintf(stderr, "\r%s\x1b[K", line.c_str());
+    else
+        std::fprintf(stderr, "%s\n", line.c_str());
     drawn_ = true;
 }
 

@@ -77,13 +77,16 @@ bool parse_spec_types(const std::vector<std::string>& names, NgramOptions& ngram
         if (name == "draft-simple") {
             draft_model = true;
         } else if (std::find(known.begin(), known.end(), name) != known.end()) {
-            if (std::find(ngram.types.begin(), ngram.types.end(), name) == ngram.types.end()) ngram.types.push_back(name);
+            if (std::find(ngram.types.begin(), ngram.types.end(), name) == ngram.types.end())
+                ngram.types.push_back(name);
         } else if (name == "draft-eagle3" || name == "draft-mtp" || name == "draft-dflash" || name == "draft-dspark") {
-            throw Error(fmt::format("--spec-type {} is not supported: klspec's judges need the draft's distribution, "
-                                    "which llama.cpp's drafter does not hand back (docs/drafters.md)", name));
+            throw Error(
+                fmt::format("--spec-type {} is not supported: klspec's judges need the draft's distribution, "
+                            "which llama.cpp's drafter does not hand back (docs/drafters.md)",
+                            name));
         } else {
-            throw Error(fmt::format("unknown --spec-type '{}' (one of: draft-simple, {})", name,
-                                    fmt::join(known, ", ")));
+            throw Error(
+                fmt::format("unknown --spec-type '{}' (one of: draft-simple, {})", name, fmt::join(known, ", ")));
         }
     }
     return draft_model;
@@ -98,7 +101,8 @@ void add_model_options(CLI::App& app, RunOptions& options) {
                    "Target model (GGUF). Default: the project's pair, models/testbed-{target,draft}.gguf")
         ->check(CLI::ExistingFile);
     app.add_option("--model-draft,--spec-draft-model", options.draft_path,
-                   "Draft model (GGUF, a vocabulary llama.cpp pairs with the target's: docs/judges.md); also -md. With -m but without -md: "
+                   "Draft model (GGUF, a vocabulary llama.cpp pairs with the target's: docs/judges.md); also -md. With "
+                   "-m but without -md: "
                    "target-only decoding");
     app.add_option("--spec-type", options.spec_types,
                    "Drafters, comma-separated as llama.cpp's --spec-type: draft-simple (the draft model), "
@@ -109,44 +113,59 @@ void add_model_options(CLI::App& app, RunOptions& options) {
                    "there is a draft model")
         ->delimiter(',')
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-    app.add_option("--spec-ngram-size-n,--spec-ngram-simple-size-n,--spec-ngram-map-k-size-n,--spec-ngram-map-k4v-size-n",
-                   options.ngram.size_n, "ngram-simple, ngram-map-k, ngram-map-k4v: length of the lookup n-gram")
-        ->capture_default_str()->check(kPositive);
-    app.add_option("--spec-ngram-size-m,--spec-ngram-simple-size-m,--spec-ngram-map-k-size-m,--spec-ngram-map-k4v-size-m",
-                   options.ngram.size_m, "ngram-simple, ngram-map-k, ngram-map-k4v: length of the m-gram proposed after a "
-                   "match (a draft's length at most)")
-        ->capture_default_str()->check(kPositive);
+    app.add_option(
+           "--spec-ngram-size-n,--spec-ngram-simple-size-n,--spec-ngram-map-k-size-n,--spec-ngram-map-k4v-size-n",
+           options.ngram.size_n, "ngram-simple, ngram-map-k, ngram-map-k4v: length of the lookup n-gram")
+        ->capture_default_str()
+        ->check(kPositive);
+    app.add_option(
+           "--spec-ngram-size-m,--spec-ngram-simple-size-m,--spec-ngram-map-k-size-m,--spec-ngram-map-k4v-size-m",
+           options.ngram.size_m,
+           "ngram-simple, ngram-map-k, ngram-map-k4v: length of the m-gram proposed after a "
+           "match (a draft's length at most)")
+        ->capture_default_str()
+        ->check(kPositive);
     app.add_option("--spec-ngram-min-hits,--spec-ngram-map-k-min-hits,--spec-ngram-map-k4v-min-hits",
                    options.ngram.min_hits, "ngram-map-k, ngram-map-k4v: hits an n-gram needs before it is used")
-        ->capture_default_str()->check(kPositive);
+        ->capture_default_str()
+        ->check(kPositive);
     app.add_option("--spec-ngram-mod-n-match", options.ngram.mod_n_match, "ngram-mod: lookup length")
-        ->capture_default_str()->check(kPositive);
-    app.add_option("--spec-ngram-mod-n-min", options.ngram.mod_n_min,
-                   "ngram-mod: a shorter continuation is no draft")->capture_default_str()->check(kNonNegative);
+        ->capture_default_str()
+        ->check(kPositive);
+    app.add_option("--spec-ngram-mod-n-min", options.ngram.mod_n_min, "ngram-mod: a shorter continuation is no draft")
+        ->capture_default_str()
+        ->check(kNonNegative);
     app.add_option("--spec-ngram-mod-n-max", options.ngram.mod_n_max, "ngram-mod: longest draft")
-        ->capture_default_str()->check(kPositive);
+        ->capture_default_str()
+        ->check(kPositive);
     app.add_option("-c,--ctx-size", options.context.n_ctx, "Context size in tokens per sequence (prompt + output)")
-        ->capture_default_str()->check(kPositive);
+        ->capture_default_str()
+        ->check(kPositive);
     app.add_option("-b,--batch-size", options.context.n_batch, "Prompt-processing batch size")
-        ->capture_default_str()->check(kPositive);
+        ->capture_default_str()
+        ->check(kPositive);
     app.add_option("-t,--threads", options.context.n_threads, "CPU threads (0 = all)")
-        ->capture_default_str()->check(kNonNegative);
+        ->capture_default_str()
+        ->check(kNonNegative);
     app.add_option("--threads-draft", options.context.n_threads_draft,
                    "CPU threads of the draft model (0 = as --threads); also -td. A small draft decodes one token "
                    "per call, where one thread can beat several")
-        ->capture_default_str()->check(kNonNegative);
+        ->capture_default_str()
+        ->check(kNonNegative);
     // Taken before parsing (apps/thread_wait.h): here it is only checked and explained.
-    app.add_option_function<int>("--poll", [](int) {},
-                                 fmt::format("How ggml's idle threads wait, as llama.cpp's --poll: 0 = sleep at once, "
-                                             "N = spin N x 1000 times first (default {}, llama.cpp's: fastest on a "
-                                             "quiet machine; on a busy, shared one spinning threads starve the ones "
-                                             "they wait for, and --poll 1 decodes ~2.5x faster there)",
-                                             kDefaultPollLevel))
+    app.add_option_function<int>(
+           "--poll", [](int) {},
+           fmt::format("How ggml's idle threads wait, as llama.cpp's --poll: 0 = sleep at once, "
+                       "N = spin N x 1000 times first (default {}, llama.cpp's: fastest on a "
+                       "quiet machine; on a busy, shared one spinning threads starve the ones "
+                       "they wait for, and --poll 1 decodes ~2.5x faster there)",
+                       kDefaultPollLevel))
         ->check(CLI::Range(0, kMaxPollLevel));
     app.add_option("--prio", options.priority,
                    "Process priority, as llama.cpp's --prio: -1 low, 0 normal, 1 medium, 2 high, 3 realtime (raising "
                    "it needs CAP_SYS_NICE)")
-        ->capture_default_str()->check(CLI::Range(-1, 3));
+        ->capture_default_str()
+        ->check(CLI::Range(-1, 3));
     app.add_option("--cpu-mask", options.cpu_mask,
                    "Run on these CPUs only, a hex mask (llama.cpp's -C): e.g. 0x3 for CPUs 0 and 1");
     app.add_option("--cpu-range", options.cpu_range, "Run on these CPUs only, lo-hi (llama.cpp's -Cr), e.g. 0-3")
@@ -157,39 +176,42 @@ void add_model_options(CLI::App& app, RunOptions& options) {
            "also -ngl. Default: all with --rpc, else 0")
         ->check(kNonNegative);
     app.add_option_function<std::string>(
-           "--rpc", [&options](const std::string& list) { options.model.rpc_servers = split_server_list(list); },
-           "Run the target's layers on these ggml-rpc-servers (HOST:PORT,...; llama.cpp's --rpc), split by their "
-           "free memory; all layers unless -ngl says otherwise");
+        "--rpc", [&options](const std::string& list) { options.model.rpc_servers = split_server_list(list); },
+        "Run the target's layers on these ggml-rpc-servers (HOST:PORT,...; llama.cpp's --rpc), split by their "
+        "free memory; all layers unless -ngl says otherwise");
     app.add_option_function<std::string>(
-           "--rpc-draft", [&options](const std::string& list) { options.draft_rpc_servers = split_server_list(list); },
-           "The same for the draft. Default: the draft stays local (it runs token by token, so a network round "
-           "trip per draft token costs more than its small compute)");
+        "--rpc-draft", [&options](const std::string& list) { options.draft_rpc_servers = split_server_list(list); },
+        "The same for the draft. Default: the draft stays local (it runs token by token, so a network round "
+        "trip per draft token costs more than its small compute)");
     app.add_flag("--repack,!--no-repack", options.model.repack,
                  "Repack the target's quantized weights for the CPU's interleaved kernels (default on, as in "
                  "llama.cpp; 1.26x decode, 1.3-2.1x prompts on an AVX-512 EPYC). klspec's patched ggml makes a "
                  "verification batch's logits one-token decoding's bit for bit; a probe at load checks it and loads "
                  "the target unrepacked, with a warning, where this CPU's kernels differ (docs/repacked-kernels.md). "
                  "The draft is always repacked");
-    app.add_flag("--repack-prompt", options.repack_prompt,
-                 "Prefill prompts with a second, repacked copy of the target (its memory again, and a second KV "
-                 "cache), whose prompts ran 1.3x faster on 2 AVX2 cores (docs/server.md); decoding and verification keep "
-                 "the unrepacked kernels, so speculative output stays target-only output. A prompt's cells then "
-                 "differ from an unrepacked prefill's, as llama-server's repacked ones do (docs/server.md). Only with "
-                 "--no-repack, on a target on the CPU");
+    app.add_flag(
+        "--repack-prompt", options.repack_prompt,
+        "Prefill prompts with a second, repacked copy of the target (its memory again, and a second KV "
+        "cache), whose prompts ran 1.3x faster on 2 AVX2 cores (docs/server.md); decoding and verification keep "
+        "the unrepacked kernels, so speculative output stays target-only output. A prompt's cells then "
+        "differ from an unrepacked prefill's, as llama-server's repacked ones do (docs/server.md). Only with "
+        "--no-repack, on a target on the CPU");
     app.add_flag("-v,--verbose", options.verbose, "Show llama.cpp's own log output");
 }
 
 void add_dataset_options(CLI::App& app, DatasetChoice& dataset, bool with_limit) {
-    app.add_option("--dataset", dataset.name_or_path,
-                   "gsm8k, mmlu-pro, math500, math500-hard, humaneval, mbpp-plus or livecodebench (read from "
-                   "--data-dir; code benchmarks are scored by running their tests in a sandbox), or a JSONL file with one "
-                   "{\"question\": PROMPT, \"final\": GOLD, \"scorer\": gsm8k|mmlu-pro|lcb-output|math, \"id\": ID} a line "
-                   "(final, scorer and id optional; scorer defaults to gsm8k)")
+    app.add_option(
+           "--dataset", dataset.name_or_path,
+           "gsm8k, mmlu-pro, math500, math500-hard, humaneval, mbpp-plus or livecodebench (read from "
+           "--data-dir; code benchmarks are scored by running their tests in a sandbox), or a JSONL file with one "
+           "{\"question\": PROMPT, \"final\": GOLD, \"scorer\": gsm8k|mmlu-pro|lcb-output|math, \"id\": ID} a line "
+           "(final, scorer and id optional; scorer defaults to gsm8k)")
         ->required();
     app.add_option("--data-dir", dataset.data_dir,
                    "Where the benchmark folders are (which files, and where to get them: docs/datasets.md)")
         ->capture_default_str();
-    app.add_option("--split", dataset.split, "Which file of a benchmark (test, train, validation)")->capture_default_str();
+    app.add_option("--split", dataset.split, "Which file of a benchmark (test, train, validation)")
+        ->capture_default_str();
     if (!with_limit) {
         dataset.full_split = true;  // scoring outputs made elsewhere: any problem of the split
         return;
@@ -207,8 +229,8 @@ void add_dataset_options(CLI::App& app, DatasetChoice& dataset, bool with_limit)
 void add_prompt_options(CLI::App& app, PromptOptions& prompt) {
     app.add_option("--chat", prompt.chat,
                    "Put each problem in the target GGUF's chat template: auto (when it has one), on, off")
-        ->transform(CLI::CheckedTransformer(std::map<std::string, ChatMode>{
-            {"auto", ChatMode::Auto}, {"on", ChatMode::On}, {"off", ChatMode::Off}}))
+        ->transform(CLI::CheckedTransformer(
+            std::map<std::string, ChatMode>{{"auto", ChatMode::Auto}, {"on", ChatMode::On}, {"off", ChatMode::Off}}))
         ->default_str("auto");
     app.add_option("--few-shot", prompt.few_shot,
                    "Worked exemplars before each problem (GSM8K: from train; MMLU-Pro: its validation CoT of the same "
@@ -222,8 +244,10 @@ void add_judge_options(CLI::App& app, JudgeOptions& judge, bool with_rule) {
         for (const JudgeRule& rule : judge_rules())
             rules += fmt::format("\n  {}: {}{}", rule.name, rule.summary,
                                  rule.needs_draft_model ? " [reads the draft model: not with n-gram drafts]" : "");
-        app.add_option("--judge", judge.rule, "Verification rule; every rule accepts d_i if relaxed(i), else applies"
-                                              " the lossless vanilla test:" + rules)
+        app.add_option("--judge", judge.rule,
+                       "Verification rule; every rule accepts d_i if relaxed(i), else applies"
+                       " the lossless vanilla test:" +
+                           rules)
             ->capture_default_str();
         app.add_option("--judge-threshold", judge.threshold, "Threshold tau of the kl, entropy and autojudge rules");
         app.add_option("--judge-topk", judge.topk, "K of the topk rule");
@@ -285,20 +309,24 @@ void add_draft_policy_option(CLI::App& app, DraftPolicy& policy) {
 void add_generation_options(CLI::App& app, GenerationOptions& gen) {
     SamplingParams& sampling = gen.sampling;
     app.add_option("-n,--n-predict", gen.max_tokens, "Maximum number of tokens to generate")
-        ->capture_default_str()->check(kNonNegative);
+        ->capture_default_str()
+        ->check(kNonNegative);
     app.add_option("--draft-max,--spec-draft-n-max", gen.draft_max,
                    "Draft tokens proposed per target call at most (gamma; with --draft-policy fixed, exactly)")
-        ->capture_default_str()->check(kPositive);
+        ->capture_default_str()
+        ->check(kPositive);
     add_draft_policy_option(app, gen.draft_policy);
     app.add_option("--draft-min,--spec-draft-n-min", gen.draft_min,
                    "Drop drafts shorter than this (a target-only step), as llama.cpp")
-        ->capture_default_str()->check(kNonNegative);
+        ->capture_default_str()
+        ->check(kNonNegative);
     app.add_option("--draft-p-min,--spec-draft-p-min", gen.draft_p_min,
                    "Stop drafting at a token whose draft probability is below P (0 = off)")
         ->capture_default_str();
-    app.add_flag_callback("--draft-adaptive", [&gen] { gen.draft_policy = DraftPolicy::Adaptive; },
-                          "--draft-policy adaptive: gamma within [max(1, draft-min), draft-max], +2 after a fully "
-                          "accepted draft, -1 after a rejection");
+    app.add_flag_callback(
+        "--draft-adaptive", [&gen] { gen.draft_policy = DraftPolicy::Adaptive; },
+        "--draft-policy adaptive: gamma within [max(1, draft-min), draft-max], +2 after a fully "
+        "accepted draft, -1 after a rejection");
     app.add_option_function<std::string>(
            "--verify", [&gen](const std::string& text) { gen.verification = parse_verification(text); },
            "How sampled drafts are verified: token (the standard test, position by position) or block (the block "
@@ -342,8 +370,9 @@ DecodingSession open_session(const RunOptions& options) {
     const bool uses_draft_model = parse_spec_types(options.spec_types, ngram);
     validate(ngram);
     if (!uses_draft_model && !draft_path.empty())
-        throw Error("a draft model is given (-md) but --spec-type does not list draft-simple: add it to chain the "
-                    "draft model after the n-gram drafters");
+        throw Error(
+            "a draft model is given (-md) but --spec-type does not list draft-simple: add it to chain the "
+            "draft model after the n-gram drafters");
     if (target_path.empty()) {
         const std::string dir = default_models_dir();
         target_path = dir + "/testbed-target.gguf";
@@ -380,14 +409,16 @@ DecodingSession open_session(const RunOptions& options) {
     if (!options.trace_path.empty()) {
         session.trace = std::make_unique<std::ofstream>(options.trace_path);
         if (!*session.trace) throw Error(fmt::format("cannot write trace file: {}", options.trace_path));
-        session.decoder->set_observer(
-            [out = session.trace.get()](const JudgedPosition& position) { *out << judged_position_to_json(position).dump() << "\n"; });
+        session.decoder->set_observer([out = session.trace.get()](const JudgedPosition& position) {
+            *out << judged_position_to_json(position).dump() << "\n";
+        });
     }
     if (!options.cost_trace_path.empty()) {
         session.cost_trace = std::make_unique<std::ofstream>(options.cost_trace_path);
         if (!*session.cost_trace) throw Error(fmt::format("cannot write cost trace file: {}", options.cost_trace_path));
-        session.decoder->set_step_cost_observer(
-            [out = session.cost_trace.get()](const StepCostRecord& step) { *out << step_cost_to_json(step).dump() << "\n"; });
+        session.decoder->set_step_cost_observer([out = session.cost_trace.get()](const StepCostRecord& step) {
+            *out << step_cost_to_json(step).dump() << "\n";
+        });
     }
     return session;
 }

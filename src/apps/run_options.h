@@ -18,10 +18,10 @@ namespace klspec {
 
 struct RunOptions {
     std::string target_path;
-    std::string draft_path;  // empty: target-only
-    ModelOptions model;  // the target's; the draft's too, but for its RPC servers
+    std::string draft_path;                      // empty: target-only
+    ModelOptions model;                          // the target's; the draft's too, but for its RPC servers
     std::vector<std::string> draft_rpc_servers;  // --rpc-draft; empty: the draft runs locally
-    bool repack_prompt = false;  // --repack-prompt: prefill prompts with a repacked copy of the target
+    bool repack_prompt = false;                  // --repack-prompt: prefill prompts with a repacked copy of the target
     ContextOptions context;
     // --spec-type, llama.cpp's names: draft-simple (the draft model) and ngram-*, chained n-gram first.
     // Empty: the draft model when there is one.
@@ -29,12 +29,12 @@ struct RunOptions {
     NgramOptions ngram;  // its types filled from spec_types by open_session
     GenerationOptions generation;
     JudgeOptions judge;
-    std::string trace_path;  // --trace: one JSON line per judged position
+    std::string trace_path;       // --trace: one JSON line per judged position
     std::string cost_trace_path;  // --cost-trace: one JSON line per step, the cost model's prediction and the measure
     bool verbose = false;
-    int priority = 0;        // --prio, llama.cpp's scale (engine/process_settings.h)
-    std::string cpu_mask;    // --cpu-mask (hex); empty: all CPUs
-    std::string cpu_range;   // --cpu-range (lo-hi); empty: all CPUs
+    int priority = 0;       // --prio, llama.cpp's scale (engine/process_settings.h)
+    std::string cpu_mask;   // --cpu-mask (hex); empty: all CPUs
+    std::string cpu_range;  // --cpu-range (lo-hi); empty: all CPUs
 };
 
 // Models, context and threads: what every subcommand that loads models takes.
@@ -64,11 +64,11 @@ void add_cost_trace_option(CLI::App& app, RunOptions& options);
 // what the judge reads (hidden states for autojudge). options.generation.judge is the run's judge.
 struct DecodingSession {
     std::unique_ptr<Model> target;
-    std::unique_ptr<Model> draft;  // null: no draft model (target-only, or n-gram drafts alone)
+    std::unique_ptr<Model> draft;          // null: no draft model (target-only, or n-gram drafts alone)
     std::unique_ptr<Model> prompt_target;  // --repack-prompt: the target repacked, for prompts only
     std::unique_ptr<SpeculativeDecoder> decoder;
-    GenerationOptions generation;  // the run's options with its judge
-    std::unique_ptr<std::ofstream> trace;  // open when --trace was given
+    GenerationOptions generation;               // the run's options with its judge
+    std::unique_ptr<std::ofstream> trace;       // open when --trace was given
     std::unique_ptr<std::ofstream> cost_trace;  // open when --cost-trace was given
 };
 

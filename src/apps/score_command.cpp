@@ -7,9 +7,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "apps/run_options.h"
 #include "apps/score_command.h"
 #include "core/error.h"
-#include "apps/run_options.h"
 #include "eval/dataset.h"
 #include "eval/problem_scoring.h"
 
@@ -35,7 +35,8 @@ void run_score(const ScoreOptions& options) {
         if (line.empty()) continue;
         const nlohmann::json row = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
         if (!row.is_object() || !row.contains("id") || !row.contains("output") || !row["output"].is_string())
-            throw Error(fmt::format("{}:{}: expected {{\"id\": ..., \"output\": \"...\"}}", options.predictions_path, n));
+            throw Error(
+                fmt::format("{}:{}: expected {{\"id\": ..., \"output\": \"...\"}}", options.predictions_path, n));
         const std::string id = row["id"].is_string() ? row["id"].get<std::string>() : row["id"].dump();
         const auto it = by_id.find(id);
         if (it == by_id.end())
@@ -50,16 +51,21 @@ void run_score(const ScoreOptions& options) {
     if (scored == 0) throw Error(fmt::format("no predictions in {}", options.predictions_path));
     const double accuracy = double(correct) / double(scored);
     if (options.json) {
-        std::cout << nlohmann::json{{"dataset", options.dataset.name_or_path}, {"split", options.dataset.split}, {"scored", scored},
-                                    {"correct", correct}, {"accuracy", accuracy}, {"no_answer", no_answer},
+        std::cout << nlohmann::json{{"dataset", options.dataset.name_or_path},
+                                    {"split", options.dataset.split},
+                                    {"scored", scored},
+                                    {"correct", correct},
+                                    {"accuracy", accuracy},
+                                    {"no_answer", no_answer},
                                     {"dataset_size", problems.size()}}
                          .dump()
                   << "\n";
     } else {
-        std::cout << fmt::format("{} ({}): {}/{} correct = {:.1f} % ({} outputs give no answer; the split has {} "
-                                 "problems)\n",
-                                 options.dataset.name_or_path, options.dataset.split, correct, scored, 100 * accuracy, no_answer,
-                                 problems.size());
+        std::cout << fmt::format(
+            "{} ({}): {}/{} correct = {:.1f} % ({} outputs give no answer; the split has {} "
+            "problems)\n",
+            options.dataset.name_or_path, options.dataset.split, correct, scored, 100 * accuracy, no_answer,
+            problems.size());
     }
 }
 

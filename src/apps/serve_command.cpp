@@ -93,8 +93,8 @@ void run_serve(const ServeOptions& options) {
         generation.cache_reuse_min_chunk = options.cache_reuse;
         session.decoder->use_prompt_cache(options.cache_ram_mib < 0 ? -1 : options.cache_ram_mib << 20);
         session.decoder->set_prefill_chunk(options.prefill_chunk);
-        server::RequestDefaults defaults{.generation = generation, .judge = run.judge, .n_ctx = run.context.n_ctx,
-                                         .n_batch = run.context.n_batch};
+        server::RequestDefaults defaults{
+            .generation = generation, .judge = run.judge, .n_ctx = run.context.n_ctx, .n_batch = run.context.n_batch};
         defaults.add_bos_to_token_prompts = options.add_bos_to_token_prompts;
         server.attach(*session.decoder, defaults);
         if (generation.draft_policy == DraftPolicy::Auto &&
@@ -102,7 +102,8 @@ void run_serve(const ServeOptions& options) {
             // The automatic draft length's step costs, timed before the first request rather than inside it,
             // on the thread that decodes (docs/server.md). On stderr: stdout's first line is the listening line.
             const auto start = std::chrono::steady_clock::now();
-            server.run_on_decoder_thread([&](SpeculativeDecoder& decoder) { decoder.calibrate_step_costs(generation.draft_max); });
+            server.run_on_decoder_thread(
+                [&](SpeculativeDecoder& decoder) { decoder.calibrate_step_costs(generation.draft_max); });
             std::fprintf(stderr, "klspec serve: timed the step costs for --draft-policy auto in %.1f s\n",
                          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
         }
@@ -125,8 +126,9 @@ void run_serve(const ServeOptions& options) {
     });
     server.set_ready();
     std::printf("klspec serve: listening on http://%s:%d (model %s, %d slots, judge %s, chat template %s)\n",
-                server_options.host.c_str(), port, std::filesystem::path(session.target->path()).stem().string().c_str(),
-                server_options.slots, judge_description(*session.generation.judge, options.run.judge.span).c_str(),
+                server_options.host.c_str(), port,
+                std::filesystem::path(session.target->path()).stem().string().c_str(), server_options.slots,
+                judge_description(*session.generation.judge, options.run.judge.span).c_str(),
                 server.chat_template().origin().c_str());
     std::fflush(stdout);
     listener.join();
@@ -139,9 +141,10 @@ void run_serve(const ServeOptions& options) {
 void register_serve_command(CLI::App& app) {
     auto options = std::make_shared<ServeOptions>();
     CLI::App* cmd = app.add_subcommand(
-        "serve", "OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions; llama-server's /infill, "
-                 "/tokenize, /detokenize, /props, /slots) with per-request judges; the flags below are the defaults a "
-                 "request's fields override");
+        "serve",
+        "OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions; llama-server's /infill, "
+        "/tokenize, /detokenize, /props, /slots) with per-request judges; the flags below are the defaults a "
+        "request's fields override");
     add_model_options(*cmd, options->run);
     options->run.generation.draft_policy = DraftPolicy::Auto;  // the cost model chooses gamma
     add_generation_options(*cmd, options->run.generation);
@@ -149,48 +152,59 @@ void register_serve_command(CLI::App& app) {
     add_cost_trace_option(*cmd, options->run);  // why the automatic γ drafts, step by step, over all slots
     cmd->add_option("--host", options->server.host, "Address to listen on")->capture_default_str();
     cmd->add_option("--port", options->server.port, "TCP port (0 = any free port, printed when listening)")
-        ->capture_default_str()->check(CLI::Range(0, 65535));
+        ->capture_default_str()
+        ->check(CLI::Range(0, 65535));
     cmd->add_option("--parallel", options->server.slots,
                     "Slots (also -np): requests decoded together, their drafts verified in one target batch; more "
                     "requests wait in a queue")
-        ->capture_default_str()->check(CLI::Range(1, 64));
+        ->capture_default_str()
+        ->check(CLI::Range(1, 64));
     cmd->add_option("--chat-template", options->server.chat_template,
                     "How /v1/chat/completions formats messages: a built-in template name (" +
                         builtin_chat_template_names() +
                         ") or a Jinja template file; default: the model's own template (Jinja, as llama-server), "
                         "chatml when it has none");
-    cmd->add_option("--chat-template-file", options->server.chat_template, "A Jinja chat template file (llama-server's "
-                    "spelling of --chat-template FILE)")->check(CLI::ExistingFile);
-    cmd->add_flag("--no-cache-prompt", options->no_cache_prompt,
-                  "Do not keep a finished request's KV cells for the next request in its slot (the request field "
-                  "cache_prompt overrides; default: keep them and reuse the longest shared prompt prefix, as llama-server)");
+    cmd->add_option("--chat-template-file", options->server.chat_template,
+                    "A Jinja chat template file (llama-server's "
+                    "spelling of --chat-template FILE)")
+        ->check(CLI::ExistingFile);
+    cmd->add_flag(
+        "--no-cache-prompt", options->no_cache_prompt,
+        "Do not keep a finished request's KV cells for the next request in its slot (the request field "
+        "cache_prompt overrides; default: keep them and reuse the longest shared prompt prefix, as llama-server)");
     cmd->add_option("--cache-reuse", options->cache_reuse,
                     "llama-server's --cache-reuse N: past the shared prefix, reuse kept runs of at least N tokens that "
                     "the prompt holds further on by shifting their KV cells (an editor's moving window; the request "
                     "field n_cache_reuse overrides; 0: off)")
-        ->capture_default_str()->check(CLI::NonNegativeNumber);
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
     cmd->add_option("--cache-ram", options->cache_ram_mib,
                     "llama-server's --cache-ram N: keep the prompt cells a slot loses to another request in host "
                     "memory, up to N MiB (-1: no limit, 0: off), and load them back for a later request that shares "
                     "more with them than with any free slot (clients cycling through more prompts than there are "
                     "slots then prefill each prompt once)")
-        ->capture_default_str()->check(CLI::Range(int64_t{-1}, int64_t{1} << 40));
-    cmd->add_option("--prefill-chunk", options->prefill_chunk,
-                    "Chunked prefill: a new request's prompt goes in chunks of at most N tokens, each in one decoding "
-                    "step's batch beside the running requests' rows, so their streams keep flowing while a long prompt "
-                    "arrives (as vLLM's chunked prefill; llama-server puts up to -b tokens in one batch). With no stream "
-                    "running, prompts go in whole batches of -b. The output is the same either way. 0: each prompt is "
-                    "prefilled whole before the next step")
-        ->capture_default_str()->check(CLI::NonNegativeNumber);
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t{-1}, int64_t{1} << 40));
+    cmd->add_option(
+           "--prefill-chunk", options->prefill_chunk,
+           "Chunked prefill: a new request's prompt goes in chunks of at most N tokens, each in one decoding "
+           "step's batch beside the running requests' rows, so their streams keep flowing while a long prompt "
+           "arrives (as vLLM's chunked prefill; llama-server puts up to -b tokens in one batch). With no stream "
+           "running, prompts go in whole batches of -b. The output is the same either way. 0: each prompt is "
+           "prefilled whole before the next step")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
     cmd->add_flag("--add-bos-to-token-prompts", options->add_bos_to_token_prompts,
                   "Prepend the BOS token to a token-id prompt that does not start with it, where the model's text "
                   "prompts get one (lm-evaluation-harness's remote tokenizer sends ids without it); the request field "
                   "add_bos_to_token_prompts overrides");
     cmd->add_option("--max-body", options->server.max_body_bytes, "Largest request body in bytes (larger: 413)")
-        ->capture_default_str()->check(CLI::PositiveNumber);
-    cmd->add_option("--api-key", options->server.api_keys,
-                    "Require `Authorization: Bearer KEY` on every endpoint but /health (401 otherwise); repeat the flag "
-                    "for more keys")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    cmd->add_option(
+           "--api-key", options->server.api_keys,
+           "Require `Authorization: Bearer KEY` on every endpoint but /health (401 otherwise); repeat the flag "
+           "for more keys")
         ->allow_extra_args(false)
         ->check([](const std::string& key) { return key.empty() ? std::string("an API key cannot be empty") : ""; });
     cmd->add_option("--api-key-file", options->api_key_file,
@@ -198,7 +212,8 @@ void register_serve_command(CLI::App& app) {
     cmd->add_option("--drain-timeout", options->drain_timeout_s,
                     "On SIGTERM or SIGINT: refuse new requests with 503 and let those in flight (streams included) "
                     "finish for up to this many seconds, then cancel the rest and exit 0 (0: stop at once)")
-        ->capture_default_str()->check(CLI::NonNegativeNumber);
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
     cmd->callback([options] { run_serve(*options); });
 }
 

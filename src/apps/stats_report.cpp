@@ -40,21 +40,23 @@ std::string format_stats(const GenerationStats& s) {
             ? fmt::format("judge span: {} tokens emitted outside it (exact), {} relaxations refused there\n",
                           s.outside_span, s.span_blocked)
             : "";
-    const std::string ngram = s.ngram_drafted > 0 ? fmt::format("n-gram drafts: {} drafted, {} accepted ({:.1f} %)\n",
-                                                                s.ngram_drafted, s.ngram_accepted,
-                                                                100.0 * double(s.ngram_accepted) / double(s.ngram_drafted))
-                                                  : "";
-    return span + ngram + fmt::format(
-        "emitted {} tokens in {} target calls: MAT {:.2f}\n"
-        "draft: {} drafted, {} accepted ({:.1f} %), {} relaxed, {} draft calls; mean gamma {:.2f}, {} target-only steps\n"
-        "speed: {:.1f} tokens/s decode, {:.1f} tokens/s prompt ({} tokens)\n"
-        "time (ms): draft {:.1f}, verify {:.1f}, judge {:.1f}, other {:.1f}; of which llama_decode {:.1f}, "
-        "klspec {:.1f} ({:.1f} us per drafted token)\n",
-        s.emitted, s.target_calls, s.mat(), s.drafted, s.accepted, 100.0 * s.acceptance_rate(),
-        s.relaxed_accepted, s.draft_calls, s.mean_draft_length(), s.target_only_steps, s.tokens_per_second(), s.prompt_tokens_per_second(), s.prompt_tokens,
-        1e3 * s.draft_seconds, 1e3 * s.verify_seconds, 1e3 * s.judge_seconds, 1e3 * s.other_seconds,
-        1e3 * s.llama_decode_seconds, 1e3 * s.engine_seconds(),
-        s.drafted ? 1e6 * s.engine_seconds() / double(s.drafted) : 0.0);
+    const std::string ngram =
+        s.ngram_drafted > 0 ? fmt::format("n-gram drafts: {} drafted, {} accepted ({:.1f} %)\n", s.ngram_drafted,
+                                          s.ngram_accepted, 100.0 * double(s.ngram_accepted) / double(s.ngram_drafted))
+                            : "";
+    return span + ngram +
+           fmt::format(
+               "emitted {} tokens in {} target calls: MAT {:.2f}\n"
+               "draft: {} drafted, {} accepted ({:.1f} %), {} relaxed, {} draft calls; mean gamma {:.2f}, {} "
+               "target-only steps\n"
+               "speed: {:.1f} tokens/s decode, {:.1f} tokens/s prompt ({} tokens)\n"
+               "time (ms): draft {:.1f}, verify {:.1f}, judge {:.1f}, other {:.1f}; of which llama_decode {:.1f}, "
+               "klspec {:.1f} ({:.1f} us per drafted token)\n",
+               s.emitted, s.target_calls, s.mat(), s.drafted, s.accepted, 100.0 * s.acceptance_rate(),
+               s.relaxed_accepted, s.draft_calls, s.mean_draft_length(), s.target_only_steps, s.tokens_per_second(),
+               s.prompt_tokens_per_second(), s.prompt_tokens, 1e3 * s.draft_seconds, 1e3 * s.verify_seconds,
+               1e3 * s.judge_seconds, 1e3 * s.other_seconds, 1e3 * s.llama_decode_seconds, 1e3 * s.engine_seconds(),
+               s.drafted ? 1e6 * s.engine_seconds() / double(s.drafted) : 0.0);
 }
 
 void add_draft_policy(nlohmann::json& out, DraftPolicy policy, const BatchCostCurve& verify,
@@ -92,7 +94,9 @@ nlohmann::json judged_position_to_json(const JudgedPosition& p) {
 }
 
 nlohmann::json step_cost_to_json(const StepCostRecord& step) {
-    const auto predicted = [&step](double value) { return step.predicted ? nlohmann::json(value) : nlohmann::json(nullptr); };
+    const auto predicted = [&step](double value) {
+        return step.predicted ? nlohmann::json(value) : nlohmann::json(nullptr);
+    };
     return {{"lengths", step.lengths},
             {"emitted", step.emitted},
             {"verify_ms", 1e3 * step.verify_seconds},
@@ -105,9 +109,10 @@ nlohmann::json step_cost_to_json(const StepCostRecord& step) {
 std::string format_quality_bound(const Judge& judge, const GenerationStats& stats) {
     const std::optional<double> bound = judge.total_variation_bound();
     if (!bound) return "";
-    return fmt::format("bound: TV(p, q) < {:.4g} at each of the {} relaxed positions (Pinsker: KL < {:.4g}); when "
-                       "sampling, each relaxed token's distribution is within that of the target's\n",
-                       *bound, stats.relaxed_accepted, 2 * *bound * *bound);
+    return fmt::format(
+        "bound: TV(p, q) < {:.4g} at each of the {} relaxed positions (Pinsker: KL < {:.4g}); when "
+        "sampling, each relaxed token's distribution is within that of the target's\n",
+        *bound, stats.relaxed_accepted, 2 * *bound * *bound);
 }
 
 void add_quality_bound(nlohmann::json& out, const Judge& judge) {

@@ -31,14 +31,19 @@ struct SweepOptions {
 
 // Accuracy (%) against `x` of each summary, one curve per rule sorted by x, vanilla as the reference. Each
 // point's error bar is the 95 % interval of its paired accuracy change against vanilla, centred on its accuracy.
-CurvePlot accuracy_plot(const std::vector<PointSummary>& summaries, const std::string& title, const std::string& x_label,
-                        double (*x_of)(const PointSummary&, const PointSummary& vanilla)) {
+CurvePlot accuracy_plot(const std::vector<PointSummary>& summaries, const std::string& title,
+                        const std::string& x_label, double (*x_of)(const PointSummary&, const PointSummary& vanilla)) {
     const PointSummary& vanilla = summaries.front();
-    CurvePlot plot{title, x_label, "accuracy (%); bars: 95 % paired interval against vanilla", {},
-                   {x_of(vanilla, vanilla), 100 * vanilla.accuracy()}, "vanilla"};
+    CurvePlot plot{title,
+                   x_label,
+                   "accuracy (%); bars: 95 % paired interval against vanilla",
+                   {},
+                   {x_of(vanilla, vanilla), 100 * vanilla.accuracy()},
+                   "vanilla"};
     for (const PointSummary& s : summaries) {
         if (s.rule == "vanilla") continue;
-        auto curve = std::find_if(plot.curves.begin(), plot.curves.end(), [&](const Curve& c) { return c.name == s.rule; });
+        auto curve =
+            std::find_if(plot.curves.begin(), plot.curves.end(), [&](const Curve& c) { return c.name == s.rule; });
         if (curve == plot.curves.end()) curve = plot.curves.insert(plot.curves.end(), Curve{s.rule, {}});
         CurvePoint& point = curve->points.emplace_back(CurvePoint{x_of(s, vanilla), 100 * s.accuracy(), std::nullopt});
         if (s.loss_against_vanilla) {
@@ -54,17 +59,22 @@ CurvePlot accuracy_plot(const std::vector<PointSummary>& summaries, const std::s
 // Wilson interval. What a rule changes, whatever the model's skill (a small model solves few problems).
 CurvePlot agreement_plot(const std::vector<PointSummary>& summaries, const std::string& dataset, AnswerKind kind) {
     const PointSummary& vanilla = summaries.front();
-    const std::string same = kind == AnswerKind::kTestOutcome ? "same test outcome as vanilla" : "same answer as vanilla";
-    CurvePlot plot{fmt::format("{}: {} against mean accepted tokens", dataset, same), "MAT (tokens per target call)",
-                   same + " (%); bars: 95 % Wilson interval", {},
-                   {vanilla.totals.mat(), 100.0}, "vanilla"};
+    const std::string same =
+        kind == AnswerKind::kTestOutcome ? "same test outcome as vanilla" : "same answer as vanilla";
+    CurvePlot plot{fmt::format("{}: {} against mean accepted tokens", dataset, same),
+                   "MAT (tokens per target call)",
+                   same + " (%); bars: 95 % Wilson interval",
+                   {},
+                   {vanilla.totals.mat(), 100.0},
+                   "vanilla"};
     for (const PointSummary& s : summaries) {
         if (s.rule == "vanilla" || !s.agreement_with_vanilla) continue;
-        auto curve = std::find_if(plot.curves.begin(), plot.curves.end(), [&](const Curve& c) { return c.name == s.rule; });
+        auto curve =
+            std::find_if(plot.curves.begin(), plot.curves.end(), [&](const Curve& c) { return c.name == s.rule; });
         if (curve == plot.curves.end()) curve = plot.curves.insert(plot.curves.end(), Curve{s.rule, {}});
         const Proportion& agreement = *s.agreement_with_vanilla;
-        curve->points.push_back(CurvePoint{s.totals.mat(), 100 * agreement.value,
-                                           std::pair{100 * agreement.low, 100 * agreement.high}});
+        curve->points.push_back(
+            CurvePoint{s.totals.mat(), 100 * agreement.value, std::pair{100 * agreement.low, 100 * agreement.high}});
     }
     for (Curve& c : plot.curves) std::sort(c.points.begin(), c.points.end());
     return plot;
@@ -80,7 +90,8 @@ void draw_plots(const std::vector<PointSummary>& summaries, const std::string& d
     plot_curves(accuracy_plot(summaries, fmt::format("{}: accuracy against speedup over vanilla", dataset),
                               "speedup (tokens/s over vanilla's)",
                               [](const PointSummary& s, const PointSummary& v) {
-                                  return v.tokens_per_second() > 0 ? s.tokens_per_second() / v.tokens_per_second() : 0.0;
+                                  return v.tokens_per_second() > 0 ? s.tokens_per_second() / v.tokens_per_second()
+                                                                   : 0.0;
                               }),
                 dir + "/accuracy_vs_speedup");
     plot_curves(agreement_plot(summaries, dataset, kind), dir + "/agreement_vs_mat");
@@ -110,10 +121,10 @@ void report_sweep(const SweepOptions& options, const SweepStore& store, const st
     } else {
         std::set<std::string> summarized;
         for (const SweepExample& e : examples) summarized.insert(e.id);
-        const std::string count = summarized.size() < problems.size()
-                                      ? fmt::format("{} of {} problems (those every point has)", summarized.size(),
-                                                    problems.size())
-                                      : fmt::format("{} problems", problems.size());
+        const std::string count =
+            summarized.size() < problems.size()
+                ? fmt::format("{} of {} problems (those every point has)", summarized.size(), problems.size())
+                : fmt::format("{} problems", problems.size());
         std::cout << fmt::format("{} of {} ({}), {} points; results in {}\n\n", count, common.dataset.name_or_path,
                                  common.dataset.split, points.size(), common.out_dir)
                   << table;
@@ -135,8 +146,8 @@ void run_sweep(const SweepOptions& options) {
     SweepStore store(common.out_dir, sweep_settings(common, session, format));
     const size_t total = points.size() * problems.size(), todo = missing_examples(store, points, problems);
     if (todo < total)
-        std::fprintf(stderr, "sweep: resuming %s: %zu of %zu examples already done\n", common.out_dir.c_str(), total - todo,
-                     total);
+        std::fprintf(stderr, "sweep: resuming %s: %zu of %zu examples already done\n", common.out_dir.c_str(),
+                     total - todo, total);
     ProgressLine progress("sweep", todo, "examples");
     size_t done = 0;
     std::map<std::string, std::pair<size_t, size_t>> correct_of;  // point -> (correct, decoded) this run
@@ -156,8 +167,9 @@ void run_sweep(const SweepOptions& options) {
 void register_sweep_command(CLI::App& app) {
     auto options = std::make_shared<SweepOptions>();
     CLI::App* cmd = app.add_subcommand(
-        "sweep", "Decode a dataset with vanilla and every rule setting; write per-example results, a summary, the "
-                 "paper's table and accuracy-vs-MAT / accuracy-vs-speedup plots (resumable)");
+        "sweep",
+        "Decode a dataset with vanilla and every rule setting; write per-example results, a summary, the "
+        "paper's table and accuracy-vs-MAT / accuracy-vs-speedup plots (resumable)");
     add_sweep_run_options(*cmd, options->common,
                           "Directory for sweep.json, examples.jsonl, summary.{json,csv}, table.md and the plots; an "
                           "existing one with the same settings is resumed (new points are added)");

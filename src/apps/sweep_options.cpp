@@ -20,7 +20,8 @@ void add_sweep_run_options(CLI::App& app, SweepRunOptions& options, const std::s
                  "not once per problem; the outputs stay the same");
     app.add_option("--parallel", options.parallel,
                    "Decode this many problems together (also -np); tokens/s then counts each step's time shared")
-        ->capture_default_str()->check(CLI::Range(1, 64));
+        ->capture_default_str()
+        ->check(CLI::Range(1, 64));
 }
 
 DecodingSession open_sweep_session(const SweepRunOptions& options, const std::vector<SweepPoint>& points,
@@ -36,15 +37,17 @@ DecodingSession open_sweep_session(const SweepRunOptions& options, const std::ve
     if (session.decoder->has_ngram_drafter())
         for (const SweepPoint& point : points)
             if (make_judge(point.judge)->needs_draft_model())
-                throw Error(fmt::format("sweep point '{}': the {} rule reads the draft model, which n-gram drafts do "
-                                        "not have: drop it or the ngram types of --spec-type",
-                                        point.label(), point.rule));
+                throw Error(
+                    fmt::format("sweep point '{}': the {} rule reads the draft model, which n-gram drafts do "
+                                "not have: drop it or the ngram types of --spec-type",
+                                point.label(), point.rule));
     format = prepare_prompts(problems, options.dataset, options.prompt, session);
     relax_until_answer(session, format, options.run.judge);
     return session;
 }
 
-nlohmann::json sweep_settings(const SweepRunOptions& options, const DecodingSession& session, const PromptFormat& format) {
+nlohmann::json sweep_settings(const SweepRunOptions& options, const DecodingSession& session,
+                              const PromptFormat& format) {
     const GenerationOptions& g = session.generation;
     const JudgeOptions& j = options.run.judge;
     nlohmann::json settings = {{"target", session.target->path()},
@@ -78,8 +81,9 @@ nlohmann::json sweep_settings(const SweepRunOptions& options, const DecodingSess
     if (!options.run.spec_types.empty()) {
         const NgramOptions& n = options.run.ngram;
         settings["spec_type"] = options.run.spec_types;
-        settings["spec_ngram"] = {{"size_n", n.size_n}, {"size_m", n.size_m}, {"min_hits", n.min_hits},
-                                  {"mod_n_match", n.mod_n_match}, {"mod_n_min", n.mod_n_min}, {"mod_n_max", n.mod_n_max}};
+        settings["spec_ngram"] = {{"size_n", n.size_n},       {"size_m", n.size_m},
+                                  {"min_hits", n.min_hits},   {"mod_n_match", n.mod_n_match},
+                                  {"mod_n_min", n.mod_n_min}, {"mod_n_max", n.mod_n_max}};
     }
     // Absent when off: older sweeps resume.
     if (options.dataset.skip != 0) settings["skip"] = options.dataset.skip;

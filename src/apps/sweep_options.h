@@ -31,7 +31,8 @@ DecodingSession open_sweep_session(const SweepRunOptions& options, const std::ve
                                    std::vector<Problem>& problems, PromptFormat& format);
 
 // What makes two runs' examples comparable (models, dataset, prompts, decoding, shared judge settings, threads).
-nlohmann::json sweep_settings(const SweepRunOptions& options, const DecodingSession& session, const PromptFormat& format);
+nlohmann::json sweep_settings(const SweepRunOptions& options, const DecodingSession& session,
+                              const PromptFormat& format);
 
 // The problems, each with a gold answer or code tests (klspec::Error naming one without).
 std::vector<Problem> load_scored_problems(const DatasetChoice& dataset);

@@ -1,11 +1,11 @@
 #include "apps/thread_wait.h"
 
+#include <unistd.h>
 #include <charconv>
 #include <cstdlib>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unistd.h>
 
 namespace klspec {
 namespace {

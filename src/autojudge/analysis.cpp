@@ -60,7 +60,8 @@ LabelConsistency label_consistency(const std::vector<std::string>& mining_dirs) 
     for (const auto& [key, labels] : labels_of) {
         if (labels.size() != mining_dirs.size()) continue;
         ++out.matched;
-        out.agreeing += std::all_of(labels.begin(), labels.end(), [first = labels.front()](int l) { return l == first; });
+        out.agreeing +=
+            std::all_of(labels.begin(), labels.end(), [first = labels.front()](int l) { return l == first; });
     }
     return out;
 }
@@ -68,9 +69,14 @@ LabelConsistency label_consistency(const std::vector<std::string>& mining_dirs) 
 nlohmann::json to_json(const std::vector<ScoreBin>& bins) {
     nlohmann::json out = nlohmann::json::array();
     for (const ScoreBin& b : bins)
-        out.push_back({{"low", b.low}, {"high", b.high}, {"count", b.count}, {"important", b.important},
-                       {"mean_kl", b.mean_kl}, {"infinite_kl", b.infinite_kl},
-                       {"mean_target_entropy", b.mean_target_entropy}, {"mean_draft_entropy", b.mean_draft_entropy}});
+        out.push_back({{"low", b.low},
+                       {"high", b.high},
+                       {"count", b.count},
+                       {"important", b.important},
+                       {"mean_kl", b.mean_kl},
+                       {"infinite_kl", b.infinite_kl},
+                       {"mean_target_entropy", b.mean_target_entropy},
+                       {"mean_draft_entropy", b.mean_draft_entropy}});
     return out;
 }
 

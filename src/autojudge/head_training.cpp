@@ -64,7 +64,8 @@ Fit fit_logistic_regression(const LiblinearProblem& data, size_t n_features, dou
     const int important = labels[0] == 1 ? 0 : 1;
     Fit fit;
     fit.weights.resize(n_features);
-    for (size_t j = 0; j < n_features; ++j) fit.weights[j] = get_decfun_coef(m.get(), static_cast<int>(j + 1), important);
+    for (size_t j = 0; j < n_features; ++j)
+        fit.weights[j] = get_decfun_coef(m.get(), static_cast<int>(j + 1), important);
     fit.bias = get_decfun_bias(m.get(), important);
     return fit;
 }
@@ -106,9 +107,10 @@ TrainedHead train_head(const MinedData& data, const HeadTrainingOptions& options
     for (size_t i : validation_rows) out.validation_important += data.labels[i].important;
     if (out.train_important == 0 || out.train_important == out.train_rows || out.validation_important == 0 ||
         out.validation_important == out.validation_rows)
-        throw Error(fmt::format("both splits need important and unimportant mismatches: train has {} of {} "
-                                "important, validation {} of {} (mine more problems)",
-                                out.train_important, out.train_rows, out.validation_important, out.validation_rows));
+        throw Error(
+            fmt::format("both splits need important and unimportant mismatches: train has {} of {} "
+                        "important, validation {} of {} (mine more problems)",
+                        out.train_important, out.train_rows, out.validation_important, out.validation_rows));
 
     // Standardise with the training rows' mean and standard deviation (σ = 1 for a constant feature).
     AutoJudgeHead& head = out.head;
@@ -132,7 +134,8 @@ TrainedHead train_head(const MinedData& data, const HeadTrainingOptions& options
                 out_rows[r][j] = (data.feature_row(rows[r])[j] - head.mean[j]) / head.scale[j];
         return out_rows;
     };
-    const std::vector<std::vector<double>> x_train = standardised(train_rows), x_validation = standardised(validation_rows);
+    const std::vector<std::vector<double>> x_train = standardised(train_rows),
+                                           x_validation = standardised(validation_rows);
     std::vector<int> y_train, y_validation;
     for (size_t i : train_rows) y_train.push_back(data.labels[i].important);
     for (size_t i : validation_rows) y_validation.push_back(data.labels[i].important);
@@ -180,25 +183,31 @@ nlohmann::json head_to_json(const TrainedHead& trained) {
     const AutoJudgeHead& h = trained.head;
     nlohmann::json thresholds = nlohmann::json::array();
     for (const ThresholdCandidate& t : trained.thresholds)
-        thresholds.push_back({{"quantile", t.quantile}, {"threshold", t.threshold}, {"precision", t.precision},
-                              {"recall", t.recall}, {"relaxed_share", t.relaxed_share}});
+        thresholds.push_back({{"quantile", t.quantile},
+                              {"threshold", t.threshold},
+                              {"precision", t.precision},
+                              {"recall", t.recall},
+                              {"relaxed_share", t.relaxed_share}});
     nlohmann::json grid = nlohmann::json::array();
     for (const auto& [c, auc] : trained.auc_by_c) grid.push_back({{"C", c}, {"validation_auc", auc}});
-    return {{"draft_hidden_size", h.draft_hidden_size},
-            {"target_hidden_size", h.target_hidden_size},
-            {"mean", h.mean},
-            {"scale", h.scale},
-            {"weights", h.weights},
-            {"bias", h.bias},
-            {"threshold", h.threshold},
-            {"C", trained.c},
-            {"validation_auc", trained.validation_auc},
-            {"auc_by_C", grid},
-            {"threshold_candidates", thresholds},
-            {"train", {{"rows", trained.train_rows}, {"problems", trained.train_problems},
-                       {"important", trained.train_important}}},
-            {"validation", {{"rows", trained.validation_rows}, {"problems", trained.validation_problems},
-                            {"important", trained.validation_important}}}};
+    return {
+        {"draft_hidden_size", h.draft_hidden_size},
+        {"target_hidden_size", h.target_hidden_size},
+        {"mean", h.mean},
+        {"scale", h.scale},
+        {"weights", h.weights},
+        {"bias", h.bias},
+        {"threshold", h.threshold},
+        {"C", trained.c},
+        {"validation_auc", trained.validation_auc},
+        {"auc_by_C", grid},
+        {"threshold_candidates", thresholds},
+        {"train",
+         {{"rows", trained.train_rows}, {"problems", trained.train_problems}, {"important", trained.train_important}}},
+        {"validation",
+         {{"rows", trained.validation_rows},
+          {"problems", trained.validation_problems},
+          {"important", trained.validation_important}}}};
 }
 
 }  // namespace klspec

@@ -24,15 +24,15 @@ struct HeadTrainingOptions {
 std::vector<double> autojudge_c_grid();
 
 struct ThresholdCandidate {
-    double quantile = 0;     // of the validation scores
+    double quantile = 0;  // of the validation scores
     double threshold = 0;
-    double precision = 0;    // of "important" (score >= threshold), on validation
+    double precision = 0;  // of "important" (score >= threshold), on validation
     double recall = 0;
     double relaxed_share = 0;  // validation mismatches the judge would accept (score < threshold)
 };
 
 struct TrainedHead {
-    AutoJudgeHead head;   // μ, σ, w, b and the default threshold
+    AutoJudgeHead head;  // μ, σ, w, b and the default threshold
     double c = 0;
     double validation_auc = 0;
     std::vector<std::pair<double, double>> auc_by_c;

@@ -31,8 +31,13 @@ namespace {
 class ProblemMiner final : public DecodingJob {
 public:
     ProblemMiner(SpeculativeDecoder& decoder, const Problem& problem, const MiningOptions& options, int32_t id)
-        : decoder_(decoder), problem_(problem), options_(options), target_(decoder.target()), id_(id),
-          pass_id_(decoder.n_sequences() - 1), span_(options.span) {
+        : decoder_(decoder),
+          problem_(problem),
+          options_(options),
+          target_(decoder.target()),
+          id_(id),
+          pass_id_(decoder.n_sequences() - 1),
+          span_(options.span) {
         generation_.draft_max = options.draft_max;
         generation_.draft_policy = options.draft_policy;
         generation_.sampling.seed = options.seed;
@@ -118,8 +123,9 @@ private:
         const int32_t i = i_;
         // The target's two rows (p_i and the hidden state after d) need nothing after d; the draft's rows from
         // p_i on become the draft pass of the response if the swap is kept.
-        const ForwardResult target_pass = decoder_.forward(
-            ModelRole::Target, std::span(swapped_).first(size_t(P_ + i + 1)), /*with_hidden=*/true, pass_id_, P_ + i - 1, id_);
+        const ForwardResult target_pass =
+            decoder_.forward(ModelRole::Target, std::span(swapped_).first(size_t(P_ + i + 1)), /*with_hidden=*/true,
+                             pass_id_, P_ + i - 1, id_);
         ForwardResult swapped_draft_pass =
             decoder_.forward(ModelRole::Draft, swapped_, /*with_hidden=*/true, pass_id_, P_ + i - 1, id_);
         mining_.forward_passes += 2;
@@ -165,14 +171,14 @@ private:
     const int32_t id_;       // this problem's continuations
     const int32_t pass_id_;  // the teacher-forced passes (shared by every problem: each pass is over when it returns)
     GenerationOptions generation_;
-    int32_t P_ = 0;                   // prompt tokens
-    std::vector<int32_t> sequence_;   // prompt + the current response R
+    int32_t P_ = 0;                  // prompt tokens
+    std::vector<int32_t> sequence_;  // prompt + the current response R
     std::optional<std::string> answer_;
-    ForwardResult draft_pass_;        // the draft's rows over sequence_, from the prompt's last on
+    ForwardResult draft_pass_;  // the draft's rows over sequence_, from the prompt's last on
     SpanTracker span_;
-    int32_t fed_ = 0;                 // response tokens fed to span_
-    int32_t i_ = 0;                   // the position being labelled or searched
-    std::vector<int32_t> swapped_;    // R[0..i_) + d (+ its continuation), while a swap is labelled
+    int32_t fed_ = 0;               // response tokens fed to span_
+    int32_t i_ = 0;                 // the position being labelled or searched
+    std::vector<int32_t> swapped_;  // R[0..i_) + d (+ its continuation), while a swap is labelled
     std::optional<Sequence> continuation_;
     ProblemMining mining_;
 };

@@ -42,12 +42,12 @@ struct MiningOptions {
 
 struct MinedMismatch {
     std::string problem_id;
-    int32_t position = 0;         // index in the response (0 = first generated token)
-    int32_t draft_token = -1;     // d, the draft's greedy token
-    int32_t target_token = -1;    // R[i], the target's token there
-    bool important = false;       // label 1: swapping d in changes the final answer
-    std::optional<std::string> answer;              // A, the response's answer before the swap
-    std::optional<std::string> answer_after_swap;   // A'
+    int32_t position = 0;                          // index in the response (0 = first generated token)
+    int32_t draft_token = -1;                      // d, the draft's greedy token
+    int32_t target_token = -1;                     // R[i], the target's token there
+    bool important = false;                        // label 1: swapping d in changes the final answer
+    std::optional<std::string> answer;             // A, the response's answer before the swap
+    std::optional<std::string> answer_after_swap;  // A'
     double kl = 0, target_entropy = 0, draft_entropy = 0, target_max_probability = 0;  // of p_i, q_i (T = 1)
     std::vector<float> draft_hidden;   // h_draft at the position whose input token is d
     std::vector<float> target_hidden;  // h_target there

@@ -60,8 +60,8 @@ MiningWriter::MiningWriter(const std::string& dir, const nlohmann::json& meta) :
         for (const char* key : {"format", "target", "draft", "draft_hidden_size", "target_hidden_size", "max_tokens",
                                 "temperature", "seed", "stop", "judge_span"})
             if (old.value(key, nlohmann::json()) != stored.value(key, nlohmann::json()))
-                throw Error(fmt::format("{} holds a mining run with {} = {}, this run has {}: use another --out",
-                                        dir, key, old.value(key, nlohmann::json()).dump(),
+                throw Error(fmt::format("{} holds a mining run with {} = {}, this run has {}: use another --out", dir,
+                                        key, old.value(key, nlohmann::json()).dump(),
                                         stored.value(key, nlohmann::json()).dump()));
     } else {
         std::ofstream(root / "meta.json") << stored.dump(2) << "\n";
@@ -71,7 +71,8 @@ MiningWriter::MiningWriter(const std::string& dir, const nlohmann::json& meta) :
     // Resume: keep exactly the rows of finished problems.
     rows_ = finished_rows(root, &finished_);
     const std::vector<nlohmann::json> labels = read_json_lines(root / "labels.jsonl", rows_);
-    if (labels.size() < rows_) throw Error(fmt::format("{}/labels.jsonl has fewer rows than problems.jsonl counts", dir));
+    if (labels.size() < rows_)
+        throw Error(fmt::format("{}/labels.jsonl has fewer rows than problems.jsonl counts", dir));
     {
         std::ofstream rewrite(root / "labels.jsonl", std::ios::trunc);
         for (const nlohmann::json& row : labels) rewrite << row.dump() << "\n";
@@ -118,8 +119,10 @@ void MiningWriter::append(const Problem& problem, const ProblemMining& mining, d
     labels_.flush();
     features_.flush();
     // Last: a problem counts as finished only once all its rows are on disk.
-    problems_ << nlohmann::json{{"id", problem.id},           {"mismatches", mining.mismatches.size()},
-                                {"important", important},     {"response_tokens", mining.final_response.size()},
+    problems_ << nlohmann::json{{"id", problem.id},
+                                {"mismatches", mining.mismatches.size()},
+                                {"important", important},
+                                {"response_tokens", mining.final_response.size()},
                                 {"seconds", seconds}}
                      .dump()
               << std::endl;
@@ -152,7 +155,8 @@ MinedData read_mined(const std::string& dir) {
     }
     data.features.resize(data.labels.size() * data.n_features());
     std::ifstream in(root / "features.f32", std::ios::binary);
-    in.read(reinterpret_cast<char*>(data.features.data()), static_cast<std::streamsize>(data.features.size() * sizeof(float)));
+    in.read(reinterpret_cast<char*>(data.features.data()),
+            static_cast<std::streamsize>(data.features.size() * sizeof(float)));
     if (!in) throw Error(fmt::format("{}/features.f32 holds fewer rows than labels.jsonl", dir));
     return data;
 }

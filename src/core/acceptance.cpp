@@ -20,9 +20,12 @@ Verification parse_verification(std::string_view text) {
 
 std::string_view to_string(Verdict verdict) {
     switch (verdict) {
-        case Verdict::Accepted: return "accepted";
-        case Verdict::Relaxed: return "relaxed";
-        case Verdict::Rejected: return "rejected";
+        case Verdict::Accepted:
+            return "accepted";
+        case Verdict::Relaxed:
+            return "relaxed";
+        case Verdict::Rejected:
+            return "rejected";
     }
     return "unknown";
 }

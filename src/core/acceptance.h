@@ -31,9 +31,9 @@ std::string_view to_string(Verdict verdict);
 
 struct PositionVerdict {
     Verdict verdict = Verdict::Accepted;
-    bool judged = false;       // the judge was consulted (only where the vanilla test rejects)
-    JudgeDecision decision;    // meaningful when judged
-    bool in_span = true;       // DraftPosition::in_span: outside, a relaxing decision was not applied
+    bool judged = false;     // the judge was consulted (only where the vanilla test rejects)
+    JudgeDecision decision;  // meaningful when judged
+    bool in_span = true;     // DraftPosition::in_span: outside, a relaxing decision was not applied
 };
 
 // Supplies DraftPosition i (0-based) for i < n_drafted, lazily: a caller can skip work (shaping logits)
@@ -60,13 +60,11 @@ public:
         : params_(params), judge_(&judge), verification_(verification) {}
 
     // `bonus_target_logits` are the shaped logits of p_{n_drafted+1}, used when every draft is kept.
-    StepOutcome run(int32_t n_drafted, PositionSource& positions, std::span<const float> bonus_target_logits,
-                    Rng& rng);
+    StepOutcome run(int32_t n_drafted, PositionSource& positions, std::span<const float> bonus_target_logits, Rng& rng);
     // The same with a callable `DraftPosition(int32_t i)`.
     template <typename PositionFn>
-        requires std::is_invocable_r_v<DraftPosition, PositionFn&, int32_t>
-    StepOutcome run(int32_t n_drafted, PositionFn&& position_fn, std::span<const float> bonus_target_logits,
-                    Rng& rng) {
+    requires std::is_invocable_r_v<DraftPosition, PositionFn&, int32_t> StepOutcome
+    run(int32_t n_drafted, PositionFn&& position_fn, std::span<const float> bonus_target_logits, Rng& rng) {
         struct Adapter final : PositionSource {
             explicit Adapter(PositionFn& f) : fn(f) {}
             DraftPosition position(int32_t i) override { return fn(i); }

@@ -8,8 +8,8 @@
 namespace klspec {
 
 struct AccuracyLoss {
-    double loss = 0;   // reference accuracy - candidate accuracy (a fraction; negative: the candidate is better)
-    double low = 0;    // the two-sided confidence interval of the loss
+    double loss = 0;  // reference accuracy - candidate accuracy (a fraction; negative: the candidate is better)
+    double low = 0;   // the two-sided confidence interval of the loss
     double high = 0;
     size_t problems = 0;
 };
@@ -28,6 +28,7 @@ struct Proportion {
 // Throws klspec::Error when n is 0 or k > n.
 Proportion wilson_proportion(size_t k, size_t n, double z = 1.96);
 
-AccuracyLoss paired_accuracy_loss(const std::vector<bool>& reference, const std::vector<bool>& candidate, double z = 1.96);
+AccuracyLoss paired_accuracy_loss(const std::vector<bool>& reference, const std::vector<bool>& candidate,
+                                  double z = 1.96);
 
 }  // namespace klspec

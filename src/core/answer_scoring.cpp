@@ -33,7 +33,8 @@ std::optional<std::string> canonical_number(std::string text) {
 struct MathNormalizeFailure {};
 
 void replace_all(std::string& s, std::string_view from, std::string_view to) {
-    for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
+    for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
+        s.replace(at, from.size(), to);
 }
 
 std::vector<std::string> split_on(const std::string& s, std::string_view separator) {
@@ -133,7 +134,8 @@ std::optional<std::string> extract_gsm8k(std::string_view text) {
     if (std::regex_search(text.begin(), text.end(), m, kAnswer)) return canonical_number(m[1].str());
     // Instruct models (Qwen2.5) write \boxed{18} whatever the instruction asks: the last box's first number.
     std::smatch boxed_number;
-    if (const std::optional<std::string> boxed = last_boxed(text); boxed && std::regex_search(*boxed, boxed_number, kNumber))
+    if (const std::optional<std::string> boxed = last_boxed(text);
+        boxed && std::regex_search(*boxed, boxed_number, kNumber))
         return canonical_number(boxed_number[0].str());
     return std::nullopt;
 }
@@ -201,19 +203,26 @@ Scorer parse_scorer(std::string_view name) {
 
 std::string_view to_string(Scorer scorer) {
     switch (scorer) {
-        case Scorer::Gsm8k: return "gsm8k";
-        case Scorer::MmluPro: return "mmlu-pro";
-        case Scorer::LcbOutput: return "lcb-output";
-        case Scorer::Math: return "math";
+        case Scorer::Gsm8k:
+            return "gsm8k";
+        case Scorer::MmluPro:
+            return "mmlu-pro";
+        case Scorer::LcbOutput:
+            return "lcb-output";
+        case Scorer::Math:
+            return "math";
     }
     return "?";
 }
 
 std::optional<std::string> extract_answer(Scorer scorer, std::string_view text) {
     switch (scorer) {
-        case Scorer::Gsm8k: return extract_gsm8k(text);
-        case Scorer::MmluPro: return extract_mmlu_pro(text);
-        case Scorer::LcbOutput: return extract_lcb_output(text);
+        case Scorer::Gsm8k:
+            return extract_gsm8k(text);
+        case Scorer::MmluPro:
+            return extract_mmlu_pro(text);
+        case Scorer::LcbOutput:
+            return extract_lcb_output(text);
         case Scorer::Math:
             if (std::optional<std::string> boxed = last_boxed(text)) return normalize_math_answer(*boxed);
             return std::nullopt;

@@ -17,8 +17,8 @@
 namespace klspec {
 
 struct BlockVerdict {
-    int32_t accepted = 0;           // τ: drafts kept
-    std::vector<double> next;       // the distribution of the token after them (sums to 1)
+    int32_t accepted = 0;      // τ: drafts kept
+    std::vector<double> next;  // the distribution of the token after them (sums to 1)
 };
 
 // drafts: d_1..d_γ. target[i] (i = 0..γ): the target's distribution after d_1..d_i; draft[i] (i = 0..γ-1):

@@ -12,8 +12,8 @@ namespace klspec {
 double roc_auc(std::span<const double> scores, std::span<const int> labels);
 
 struct PrecisionRecall {
-    double precision = 0;  // of "score >= threshold" predicted positive; 0 when nothing is predicted positive
-    double recall = 0;     // share of positives with score >= threshold
+    double precision = 0;    // of "score >= threshold" predicted positive; 0 when nothing is predicted positive
+    double recall = 0;       // share of positives with score >= threshold
     double below_share = 0;  // share of all rows with score < threshold (what the judge would relax)
 };
 PrecisionRecall precision_recall_at(std::span<const double> scores, std::span<const int> labels, double threshold);

@@ -100,7 +100,7 @@ FloatVec exp_nonpositive(const FloatVec& x) {
     constexpr float kLog2e = 1.44269504088896341f;
     constexpr float kLn2Hi = 0.693359375f;  // ln 2 split so that n * kLn2Hi is exact
     constexpr float kLn2Lo = -2.12194440e-4f;
-    constexpr float kRoundingShift = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+    constexpr float kRoundingShift = 12582912.0f;          // 1.5 * 2^23: adding it rounds to an integer
     const FloatVec shifted = x * kLog2e + kRoundingShift;  // n sits in the low mantissa bits
     const FloatVec n = shifted - kRoundingShift;
     const FloatVec r = (x - n * kLn2Hi) - n * kLn2Lo;

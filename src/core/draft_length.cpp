@@ -16,10 +16,14 @@ constexpr double kNewMeasurementWeight = 0.2;
 
 std::string_view draft_policy_name(DraftPolicy policy) {
     switch (policy) {
-        case DraftPolicy::Auto: return "auto";
-        case DraftPolicy::Fixed: return "fixed";
-        case DraftPolicy::Adaptive: return "adaptive";
-        case DraftPolicy::Off: return "off";
+        case DraftPolicy::Auto:
+            return "auto";
+        case DraftPolicy::Fixed:
+            return "fixed";
+        case DraftPolicy::Adaptive:
+            return "adaptive";
+        case DraftPolicy::Off:
+            return "off";
     }
     return "unknown";
 }
@@ -40,8 +44,8 @@ void BatchCostCurve::record(int32_t batch_size, double seconds) {
     if (batch_size < 1 || !(seconds >= 0.0) || !std::isfinite(seconds)) return;
     const bool reused = batch_size == std::exchange(last_size_, batch_size);
     const auto fold_rebuild = [this](double excess) {
-        rebuild_seconds_ = rebuild_seconds_ ? *rebuild_seconds_ + kNewMeasurementWeight * (excess - *rebuild_seconds_)
-                                            : excess;
+        rebuild_seconds_ =
+            rebuild_seconds_ ? *rebuild_seconds_ + kNewMeasurementWeight * (excess - *rebuild_seconds_) : excess;
     };
     const bool was_stale = stale(batch_size);
     ++calls_;
@@ -59,7 +63,8 @@ void BatchCostCurve::record(int32_t batch_size, double seconds) {
             provisional_.insert(batch_size);
         }
     } else if (reused) {
-        it->second = provisional_.erase(batch_size) ? seconds : it->second + kNewMeasurementWeight * (seconds - it->second);
+        it->second =
+            provisional_.erase(batch_size) ? seconds : it->second + kNewMeasurementWeight * (seconds - it->second);
     } else {
         return;  // a rebuilding call of a known size: its average did not move
     }
@@ -123,7 +128,8 @@ std::vector<int32_t> sequential_equal_split(std::span<const BatchShare> shares) 
         members.clear();
         for (size_t i = 0; i < shares.size(); ++i) {
             if (left[i] == 0) continue;
-            if (members.empty() || shares[i].sequence_id == shares[members.back()].sequence_id + 1) members.push_back(i);
+            if (members.empty() || shares[i].sequence_id == shares[members.back()].sequence_id + 1)
+                members.push_back(i);
         }
         if (members.empty()) return micro_batches;
         int32_t each = left[members.front()];
@@ -176,7 +182,8 @@ double expected_tokens(int32_t gamma, double acceptance) {
     return (1.0 - std::pow(a, gamma + 1)) / (1.0 - a);
 }
 
-std::vector<int32_t> verify_micro_batches(std::span<const DraftCandidate> candidates, std::span<const int32_t> lengths) {
+std::vector<int32_t> verify_micro_batches(std::span<const DraftCandidate> candidates,
+                                          std::span<const int32_t> lengths) {
     std::vector<BatchShare> shares;
     for (size_t s = 0; s < candidates.size(); ++s) shares.push_back({candidates[s].sequence_id, lengths[s] + 1});
     return sequential_equal_split(shares);
@@ -225,11 +232,10 @@ DraftChoice choose_draft_lengths(const BatchCostCurve& verify, const BatchCostCu
     // changes alone get stuck (two sequences both at 2 can beat either alone at 8 while 8 and 0 is best).
     std::vector<size_t> by_acceptance(candidates.size());
     for (size_t s = 0; s < candidates.size(); ++s) by_acceptance[s] = s;
-    std::stable_sort(by_acceptance.begin(), by_acceptance.end(),
-                     [&](size_t a, size_t b) {
-                         return expected_tokens(1, std::span<const double>(candidates[a].acceptance)) >
-                                expected_tokens(1, std::span<const double>(candidates[b].acceptance));
-                     });
+    std::stable_sort(by_acceptance.begin(), by_acceptance.end(), [&](size_t a, size_t b) {
+        return expected_tokens(1, std::span<const double>(candidates[a].acceptance)) >
+               expected_tokens(1, std::span<const double>(candidates[b].acceptance));
+    });
     std::vector<int32_t> lengths(candidates.size());
     const auto top_k_at = [&](size_t k, int32_t g) {
         for (size_t r = 0; r < by_acceptance.size(); ++r) {

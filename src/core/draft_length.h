@@ -80,7 +80,7 @@ public:
 
 private:
     std::map<int32_t, double> mean_;
-    std::set<int32_t> provisional_;                 // sizes known only from a rebuilding call, less the rebuild
+    std::set<int32_t> provisional_;                   // sizes known only from a rebuilding call, less the rebuild
     std::optional<double> previous_rebuilt_seconds_;  // the previous call's time, when it rebuilt
     std::optional<double> rebuild_seconds_;
     int32_t last_size_ = 0;
@@ -96,11 +96,11 @@ private:
 // one: optimistic, so that a fresh decoder drafts and learns its pair's rate in its first steps.
 class AcceptanceEstimate {
 public:
-    static constexpr double kSequenceDecay = 0.9;   // a topic change shows within a few steps
+    static constexpr double kSequenceDecay = 0.9;  // a topic change shows within a few steps
     static constexpr double kDecoderDecay = 0.99;
-    static constexpr double kPriorWeight = 16.0;    // trials' worth of prior: one sequence's last steps
-                                                    // predict its next little better than all sequences do
-    static constexpr double kDecoderPrior = 0.75;   // a working pair's per-position acceptance, roughly
+    static constexpr double kPriorWeight = 16.0;   // trials' worth of prior: one sequence's last steps
+                                                   // predict its next little better than all sequences do
+    static constexpr double kDecoderPrior = 0.75;  // a working pair's per-position acceptance, roughly
 
     explicit AcceptanceEstimate(double decay = kSequenceDecay) : decay_(decay) {}
     void record(int32_t drafted, int32_t accepted);
@@ -153,9 +153,9 @@ double expected_tokens(int32_t gamma, std::span<const double> acceptance_by_dept
 
 // One sequence of a step, as the choice sees it.
 struct DraftCandidate {
-    int32_t sequence_id = 0;  // its KV stream: which sequences share a micro-batch (sequential_equal_split)
+    int32_t sequence_id = 0;         // its KV stream: which sequences share a micro-batch (sequential_equal_split)
     std::vector<double> acceptance;  // by depth 1..max_length (expected_tokens)
-    int32_t min_length = 0;   // γ bounds; min = max fixes the length (a sequence not under Auto)
+    int32_t min_length = 0;          // γ bounds; min = max fixes the length (a sequence not under Auto)
     int32_t max_length = 0;
     // Who drafts: the draft model (a batch per depth, costed by the draft curve), or a lookup drafter
     // (n-gram) whose proposal is already made: no draft batches, only its measured cost per step.
@@ -180,10 +180,10 @@ struct DraftCandidate {
 double catch_up_horizon_tokens(int64_t decoded, int64_t left);
 
 struct DraftChoice {
-    std::vector<int32_t> lengths;   // γ per candidate
-    double expected_tokens = 0;     // Σ E(γ_s, α_s)
-    double expected_seconds = 0;    // Σ t_verify over the target batch's micro-batches + the same per draft
-                                    // depth, graph rebuilds included
+    std::vector<int32_t> lengths;  // γ per candidate
+    double expected_tokens = 0;    // Σ E(γ_s, α_s)
+    double expected_seconds = 0;   // Σ t_verify over the target batch's micro-batches + the same per draft
+                                   // depth, graph rebuilds included
     double tokens_per_second() const { return expected_seconds > 0 ? expected_tokens / expected_seconds : 0.0; }
 };
 
@@ -191,15 +191,15 @@ struct DraftChoice {
 // choice of γ loses (`klspec bench --cost-trace`): the predicted and measured cost of the chosen lengths,
 // and the predicted cost of the same step without drafts.
 struct StepCostRecord {
-    std::vector<int32_t> lengths;       // γ each stepping sequence drafted, in step order (a probe's may
-                                        // differ from the cost model's choice)
-    bool predicted = false;             // a sequence under Auto took part: the cost model chose, fields below set
-    double predicted_seconds = 0;       // the chosen lengths' target and draft calls, graph rebuilds included
-    double predicted_tokens = 0;        // tokens they were expected to emit
-    double target_only_seconds = 0;     // the same step with γ 0 everywhere (its expected tokens: one each)
-    double verify_seconds = 0;          // measured: the step's target llama_decode calls
-    double draft_seconds = 0;           // measured: its draft-model llama_decode calls
-    int32_t emitted = 0;                // tokens the step emitted
+    std::vector<int32_t> lengths;    // γ each stepping sequence drafted, in step order (a probe's may
+                                     // differ from the cost model's choice)
+    bool predicted = false;          // a sequence under Auto took part: the cost model chose, fields below set
+    double predicted_seconds = 0;    // the chosen lengths' target and draft calls, graph rebuilds included
+    double predicted_tokens = 0;     // tokens they were expected to emit
+    double target_only_seconds = 0;  // the same step with γ 0 everywhere (its expected tokens: one each)
+    double verify_seconds = 0;       // measured: the step's target llama_decode calls
+    double draft_seconds = 0;        // measured: its draft-model llama_decode calls
+    int32_t emitted = 0;             // tokens the step emitted
 };
 
 // The target batch's micro-batches (their token counts) when each candidate sends its last token and

@@ -15,7 +15,8 @@ public:
 // (`exceeds_context`). A server answers it as a fault of the request's prompt.
 class PromptError : public Error {
 public:
-    explicit PromptError(const std::string& message, bool too_long = false) : Error(message), exceeds_context(too_long) {}
+    explicit PromptError(const std::string& message, bool too_long = false)
+        : Error(message), exceeds_context(too_long) {}
     bool exceeds_context;
 };
 

@@ -16,7 +16,7 @@ namespace klspec {
 template <typename T>
 T integer_at(const nlohmann::json& object, const char* key) {
     const nlohmann::json& value = object.at(key);
-    const bool fits = value.is_number_unsigned() ? value.get<uint64_t>() <= uint64_t(std::numeric_limits<T>::max())
+    const bool fits = value.is_number_unsigned()  ? value.get<uint64_t>() <= uint64_t(std::numeric_limits<T>::max())
                       : value.is_number_integer() ? value.get<int64_t>() >= int64_t(std::numeric_limits<T>::min()) &&
                                                         value.get<int64_t>() <= int64_t(std::numeric_limits<T>::max())
                                                   : false;

@@ -22,8 +22,8 @@ double threshold_of(const JudgeOptions& options) { return *options.threshold; }
 // τ of the rules whose threshold is a probability.
 double probability_threshold_of(const JudgeOptions& options) {
     if (*options.threshold > 1)
-        throw JudgeOptionError(JudgeField::Threshold,
-                               fmt::format("judge {}: threshold must be in [0, 1], got {}", options.rule, *options.threshold));
+        throw JudgeOptionError(JudgeField::Threshold, fmt::format("judge {}: threshold must be in [0, 1], got {}",
+                                                                  options.rule, *options.threshold));
     return *options.threshold;
 }
 
@@ -38,12 +38,11 @@ const std::array kRules{
               .make = [](const JudgeOptions& o) -> std::unique_ptr<Judge> {
                   return std::make_unique<KlJudge>(threshold_of(o), o.confidence_mask);
               }},
-    JudgeRule{.name = TopKJudge::kName,
-              .summary = "accept when the draft token is in the target's top-K",
-              .topk = Knob::Required,
-              .make = [](const JudgeOptions& o) -> std::unique_ptr<Judge> {
-                  return std::make_unique<TopKJudge>(*o.topk);
-              }},
+    JudgeRule{
+        .name = TopKJudge::kName,
+        .summary = "accept when the draft token is in the target's top-K",
+        .topk = Knob::Required,
+        .make = [](const JudgeOptions& o) -> std::unique_ptr<Judge> { return std::make_unique<TopKJudge>(*o.topk); }},
     JudgeRule{.name = TargetEntropyJudge::kName,
               .summary = "accept when the target's entropy H(p) >= threshold",
               .threshold = Knob::Required,
@@ -92,8 +91,8 @@ const std::array kRules{
               .divergence = Knob::Optional,
               .needs_draft_model = true,
               .make = [](const JudgeOptions& o) -> std::unique_ptr<Judge> {
-                  return std::make_unique<FsdJudge>(threshold_of(o), o.divergence ? parse_divergence(*o.divergence)
-                                                                                   : FsdJudge::kDefaultDivergence);
+                  return std::make_unique<FsdJudge>(
+                      threshold_of(o), o.divergence ? parse_divergence(*o.divergence) : FsdJudge::kDefaultDivergence);
               }},
     JudgeRule{.name = AutoJudge::kName,
               .summary = "accept when a trained head on hidden states scores < threshold",
@@ -110,8 +109,9 @@ const std::array kRules{
                   }();
                   const double tau = o.threshold.value_or(head.threshold);
                   if (!(tau >= 0 && tau <= 1))
-                      throw JudgeOptionError(JudgeField::Threshold, fmt::format("judge {}: threshold must be in [0, 1], got {}",
-                                                                                AutoJudge::kName, tau));
+                      throw JudgeOptionError(
+                          JudgeField::Threshold,
+                          fmt::format("judge {}: threshold must be in [0, 1], got {}", AutoJudge::kName, tau));
                   return std::make_unique<AutoJudge>(std::move(head), tau);
               }},
 };
@@ -120,7 +120,8 @@ const std::array kRules{
 void check_knob(const JudgeOptions& options, JudgeField field, Knob knob, bool given, std::string_view what) {
     if (given && knob == Knob::Refused)
         throw JudgeOptionError(field, fmt::format("judge {} does not take {}", options.rule, what));
-    if (!given && knob == Knob::Required) throw JudgeOptionError(field, fmt::format("judge {} needs {}", options.rule, what));
+    if (!given && knob == Knob::Required)
+        throw JudgeOptionError(field, fmt::format("judge {} needs {}", options.rule, what));
 }
 
 const JudgeRule& find_rule(const std::string& name) {
@@ -142,10 +143,13 @@ std::unique_ptr<Judge> make_judge(const JudgeOptions& options) {
                                fmt::format("the confidence mask must be in (0, 1], got {}", options.confidence_mask));
     if (options.max_tv) {
         if (options.rule != KlJudge::kName)
-            throw JudgeOptionError(JudgeField::MaxTv, fmt::format("judge {} does not take --max-tv (kl only)", options.rule));
-        if (options.threshold) throw JudgeOptionError(JudgeField::MaxTv, "give --judge-threshold or --max-tv, not both");
+            throw JudgeOptionError(JudgeField::MaxTv,
+                                   fmt::format("judge {} does not take --max-tv (kl only)", options.rule));
+        if (options.threshold)
+            throw JudgeOptionError(JudgeField::MaxTv, "give --judge-threshold or --max-tv, not both");
         if (!(*options.max_tv > 0 && *options.max_tv <= 1))
-            throw JudgeOptionError(JudgeField::MaxTv, fmt::format("--max-tv must be in (0, 1], got {}", *options.max_tv));
+            throw JudgeOptionError(JudgeField::MaxTv,
+                                   fmt::format("--max-tv must be in (0, 1], got {}", *options.max_tv));
         JudgeOptions with_threshold = options;
         with_threshold.threshold = max_tv_threshold(*options.max_tv);
         with_threshold.max_tv.reset();
@@ -163,10 +167,11 @@ std::unique_ptr<Judge> make_judge(const JudgeOptions& options) {
                                fmt::format("judge {}: the window must be >= 1, got {}", options.rule, *options.window));
     // Rules whose threshold is required take any τ >= 0; autojudge checks its own range.
     if (rule.threshold == Knob::Required && !(*options.threshold >= 0))  // NaN fails too
-        throw JudgeOptionError(JudgeField::Threshold,
-                               fmt::format("judge {}: threshold must be >= 0, got {}", options.rule, *options.threshold));
+        throw JudgeOptionError(JudgeField::Threshold, fmt::format("judge {}: threshold must be >= 0, got {}",
+                                                                  options.rule, *options.threshold));
     if (options.topk && *options.topk < 1)
-        throw JudgeOptionError(JudgeField::TopK, fmt::format("judge {}: K must be >= 1, got {}", options.rule, *options.topk));
+        throw JudgeOptionError(JudgeField::TopK,
+                               fmt::format("judge {}: K must be >= 1, got {}", options.rule, *options.topk));
     if (options.divergence) {
         try {
             parse_divergence(*options.divergence);

@@ -27,7 +27,8 @@ JudgeSpan JudgeSpan::parse(std::string_view spec) {
             if (comma == std::string_view::npos) break;
             rest.remove_prefix(comma + 1);
         }
-        const bool empty_marker = std::any_of(markers.begin(), markers.end(), [](const std::string& m) { return m.empty(); });
+        const bool empty_marker =
+            std::any_of(markers.begin(), markers.end(), [](const std::string& m) { return m.empty(); });
         if (markers.size() < 2 || empty_marker)
             throw Error(fmt::format("judge span '{}': expected think:OPEN,CLOSE with non-empty markers", spec));
         span.open = markers.front();
@@ -39,9 +40,12 @@ JudgeSpan JudgeSpan::parse(std::string_view spec) {
 
 std::string JudgeSpan::to_string() const {
     switch (kind) {
-        case Kind::All: return "all";
-        case Kind::Until: return "until:" + (close.empty() ? std::string() : close.front());
-        case Kind::Between: return needs_markers() ? "think" : fmt::format("think:{},{}", open, fmt::join(close, ","));
+        case Kind::All:
+            return "all";
+        case Kind::Until:
+            return "until:" + (close.empty() ? std::string() : close.front());
+        case Kind::Between:
+            return needs_markers() ? "think" : fmt::format("think:{},{}", open, fmt::join(close, ","));
     }
     return "all";
 }

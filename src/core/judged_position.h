@@ -11,18 +11,18 @@ namespace klspec {
 
 struct JudgedPosition {
     int32_t sequence_id = 0;
-    int64_t position = 0;      // index of d_i in the sequence (prompt tokens included)
-    int32_t draft_token = -1;  // d_i
-    int32_t target_token = -1; // argmax p_i
+    int64_t position = 0;       // index of d_i in the sequence (prompt tokens included)
+    int32_t draft_token = -1;   // d_i
+    int32_t target_token = -1;  // argmax p_i
     // False for a drafter without a distribution (n-gram): kl and draft_entropy are then undefined (0).
     bool has_draft_distribution = true;
-    double kl = 0;             // D_KL(p_i ‖ q_i)
-    double target_entropy = 0; // H(p_i)
-    double draft_entropy = 0;  // H(q_i)
+    double kl = 0;              // D_KL(p_i ‖ q_i)
+    double target_entropy = 0;  // H(p_i)
+    double draft_entropy = 0;   // H(q_i)
     double target_max_probability = 0;
-    int64_t draft_rank = 0;    // rank of d_i in p_i; 0 is the target's argmax
-    PositionVerdict verdict;   // accepted / relaxed / rejected, and the judge's statistic if consulted
-    int32_t draft_length = 0;  // γ the draft policy chose for this step
+    int64_t draft_rank = 0;          // rank of d_i in p_i; 0 is the target's argmax
+    PositionVerdict verdict;         // accepted / relaxed / rejected, and the judge's statistic if consulted
+    int32_t draft_length = 0;        // γ the draft policy chose for this step
     double acceptance_estimate = 0;  // the sequence's running acceptance the choice used
 };
 

@@ -21,9 +21,7 @@ constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
 // Orders token ids by logit, descending, ties to the lower id (the order of argmax).
 auto by_logit_then_id(std::span<const float> logits) {
-    return [logits](int32_t a, int32_t b) {
-        return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-    };
+    return [logits](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
 }
 
 // Keeps in `out` the smallest set of `candidates` (the finite entries) whose probability mass reaches
@@ -42,7 +40,10 @@ void keep_top_p(std::span<float> out, float top_p, ShapingScratch& scratch) {
         size_t keep = candidates.size();
         for (size_t r = 0; r < candidates.size(); ++r) {
             mass += std::exp(double(out[static_cast<size_t>(candidates[r])]) - top) / total;
-            if (mass >= top_p) { keep = r + 1; break; }
+            if (mass >= top_p) {
+                keep = r + 1;
+                break;
+            }
         }
         for (size_t r = keep; r < candidates.size(); ++r) out[static_cast<size_t>(candidates[r])] = kMinusInf;
         return;
@@ -68,11 +69,15 @@ void keep_top_p(std::span<float> out, float top_p, ShapingScratch& scratch) {
         return std::min(kBuckets - 1, static_cast<size_t>((top - logit) / width));
     };
     std::array<double, kBuckets> bucket_mass{};
-    for (const int32_t c : candidates) bucket_mass[bucket_of(out[static_cast<size_t>(c)])] += probs[static_cast<size_t>(c)];
+    for (const int32_t c : candidates)
+        bucket_mass[bucket_of(out[static_cast<size_t>(c)])] += probs[static_cast<size_t>(c)];
     double mass = 0.0;
     size_t crossing = kBuckets;
     for (size_t b = 0; b < kBuckets; ++b) {
-        if (mass + bucket_mass[b] >= top_p) { crossing = b; break; }
+        if (mass + bucket_mass[b] >= top_p) {
+            crossing = b;
+            break;
+        }
         mass += bucket_mass[b];
     }
     if (crossing == kBuckets) return;  // rounding left the total just below top_p: keep everything
@@ -81,14 +86,19 @@ void keep_top_p(std::span<float> out, float top_p, ShapingScratch& scratch) {
     boundary.clear();
     for (const int32_t c : candidates) {
         const size_t b = bucket_of(out[static_cast<size_t>(c)]);
-        if (b == crossing) boundary.push_back(c);
-        else if (b > crossing) out[static_cast<size_t>(c)] = kMinusInf;
+        if (b == crossing)
+            boundary.push_back(c);
+        else if (b > crossing)
+            out[static_cast<size_t>(c)] = kMinusInf;
     }
     std::sort(boundary.begin(), boundary.end(), by_logit);
     size_t keep = boundary.size();
     for (size_t r = 0; r < boundary.size(); ++r) {
         mass += probs[static_cast<size_t>(boundary[r])];
-        if (mass >= top_p) { keep = r + 1; break; }
+        if (mass >= top_p) {
+            keep = r + 1;
+            break;
+        }
     }
     for (size_t r = keep; r < boundary.size(); ++r) out[static_cast<size_t>(boundary[r])] = kMinusInf;
 }

@@ -24,7 +24,6 @@ struct SamplingParams {
 // The random source for every stochastic decision of one generation.
 using Rng = std::mt19937_64;
 
-
 // The logits of the distribution a token is drawn from: divided by the temperature and with entries
 // outside top-k / top-p set to -inf. Greedy (T = 0) keeps the raw logits, untruncated: the convention for
 // judge statistics (docs/design.md).

@@ -7,18 +7,18 @@ namespace klspec {
 
 struct GenerationStats {
     int64_t prompt_tokens = 0;
-    int64_t prompt_cached_tokens = 0;  // of prompt_tokens: reused from the target's cache, not prefilled
-    int64_t emitted = 0;           // generated tokens, the stop token excluded
-    int64_t target_calls = 0;      // target forward passes after the prompt (verification calls)
-    int64_t draft_calls = 0;       // draft forward passes after the prompt
+    int64_t prompt_cached_tokens = 0;    // of prompt_tokens: reused from the target's cache, not prefilled
+    int64_t emitted = 0;                 // generated tokens, the stop token excluded
+    int64_t target_calls = 0;            // target forward passes after the prompt (verification calls)
+    int64_t draft_calls = 0;             // draft forward passes after the prompt
     int64_t draft_prefilled_tokens = 0;  // tokens the draft caught up on outside its steps: the prompt (deferred
                                          // to the first drafted step) and spells without drafts
-    int64_t drafted = 0;           // draft tokens proposed to the judge
-    int64_t accepted = 0;          // draft tokens kept
-    int64_t relaxed_accepted = 0;  // draft tokens kept only because the judge relaxed them
-    int64_t draft_length_sum = 0;  // Σ over target calls of the γ the draft policy chose
-    int64_t target_only_steps = 0; // target calls that verified no draft (γ 0, a draft cut short, no draft model)
-    int64_t ngram_drafted = 0;     // of drafted and accepted: the n-gram drafter's (--spec-type ngram-*)
+    int64_t drafted = 0;                 // draft tokens proposed to the judge
+    int64_t accepted = 0;                // draft tokens kept
+    int64_t relaxed_accepted = 0;        // draft tokens kept only because the judge relaxed them
+    int64_t draft_length_sum = 0;        // Σ over target calls of the γ the draft policy chose
+    int64_t target_only_steps = 0;  // target calls that verified no draft (γ 0, a draft cut short, no draft model)
+    int64_t ngram_drafted = 0;      // of drafted and accepted: the n-gram drafter's (--spec-type ngram-*)
     int64_t ngram_accepted = 0;
     // With a judge span (core/judge_span.h): emitted tokens outside it (each the target's own choice), and
     // the positions there that the judge would have relaxed had the span been the whole output.

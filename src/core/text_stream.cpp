@@ -97,7 +97,8 @@ size_t TextStream::pending_stop_prefix() const {
 }
 
 std::string_view TextStream::take_stable() {
-    size_t end = finished_ ? text_.size() : std::min(text_.size() - pending_stop_prefix(), indent_limit_.settled(text_));
+    size_t end =
+        finished_ ? text_.size() : std::min(text_.size() - pending_stop_prefix(), indent_limit_.settled(text_));
     // A character split across tokens is shown whole, once its last byte has arrived.
     if (!finished_) end -= incomplete_utf8_tail(std::string_view(text_).substr(0, end));
     if (end <= taken_) return {};

@@ -32,7 +32,8 @@ std::string read_template_file(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     std::ostringstream text;
     text << in.rdbuf();
-    if (!in || text.str().empty()) throw Error(fmt::format("--chat-template {}: cannot read the file, or it is empty", path));
+    if (!in || text.str().empty())
+        throw Error(fmt::format("--chat-template {}: cannot read the file, or it is empty", path));
     return text.str();
 }
 
@@ -124,9 +125,10 @@ JudgeSpan resolve_judge_span(JudgeSpan span, const ChatTemplate& chat_template) 
     if (!span.needs_markers()) return span;
     const std::optional<ChatTemplate::ReasoningMarkers> markers = chat_template.reasoning_markers();
     if (!markers)
-        throw Error(fmt::format("judge span 'think': the chat template ({}) marks no reasoning span; give the markers "
-                                "(think:<think>,</think>) or use until:STRING",
-                                chat_template.origin()));
+        throw Error(
+            fmt::format("judge span 'think': the chat template ({}) marks no reasoning span; give the markers "
+                        "(think:<think>,</think>) or use until:STRING",
+                        chat_template.origin()));
     span.open = markers->open;
     span.close = markers->close;
     return span;

@@ -23,8 +23,8 @@ void validate(const ContextOptions& options) {
     if (options.n_ctx <= 0) throw Error(fmt::format("context size must be >= 1, got {}", options.n_ctx));
     if (options.n_batch <= 0) throw Error(fmt::format("batch size must be >= 1, got {}", options.n_batch));
     if (options.n_threads < 0 || options.n_threads > kMaxThreads)
-        throw Error(fmt::format("threads must be in 0..{} (0 = all hardware threads), got {}", kMaxThreads,
-                                options.n_threads));
+        throw Error(
+            fmt::format("threads must be in 0..{} (0 = all hardware threads), got {}", kMaxThreads, options.n_threads));
     if (options.n_threads_draft < 0 || options.n_threads_draft > kMaxThreads)
         throw Error(fmt::format("draft threads must be in 0..{} (0 = as --threads), got {}", kMaxThreads,
                                 options.n_threads_draft));
@@ -73,8 +73,8 @@ ModelContext::ModelContext(const Model& model, const ContextOptions& options)
     params.kv_unified = false;
     params.n_batch = static_cast<uint32_t>(std::max(std::min(options.n_batch, options.n_ctx), 1));
     params.n_ubatch = params.n_batch;
-    const int32_t threads = options.n_threads > 0 ? options.n_threads
-                                                  : static_cast<int32_t>(std::thread::hardware_concurrency());
+    const int32_t threads =
+        options.n_threads > 0 ? options.n_threads : static_cast<int32_t>(std::thread::hardware_concurrency());
     params.n_threads = threads;
     params.n_threads_batch = threads;
     params.embeddings = options.hidden_states;
@@ -140,10 +140,13 @@ void ModelContext::forward_rows(int32_t sequence_id, std::span<const int32_t> to
 
 void ModelContext::prefill_last_logits(int32_t sequence_id, std::span<const int32_t> tokens, int32_t first_pos,
                                        std::vector<float>& logits) {
-    forward_rows(sequence_id, tokens, first_pos, [&](size_t, int32_t row) {
-        const std::span<const float> last = this->logits(row);
-        logits.assign(last.begin(), last.end());
-    }, tokens.size() - 1);
+    forward_rows(
+        sequence_id, tokens, first_pos,
+        [&](size_t, int32_t row) {
+            const std::span<const float> last = this->logits(row);
+            logits.assign(last.begin(), last.end());
+        },
+        tokens.size() - 1);
 }
 
 std::span<const float> ModelContext::logits(int32_t row) const {

@@ -14,12 +14,12 @@
 namespace klspec {
 
 struct ContextOptions {
-    int32_t n_ctx = 2048;        // positions per sequence (prompt + output)
-    int32_t n_batch = 512;       // tokens per llama_decode call at most (prompt chunks)
-    int32_t n_threads = 0;       // CPU threads; 0: all hardware threads
-    int32_t n_threads_draft = 0; // a speculative decoder's draft context: 0 = n_threads
-    int32_t n_sequences = 1;     // sequences decoded together (-np); each gets n_ctx positions
-    bool hidden_states = false;  // also output last-layer hidden states (after the final norm)
+    int32_t n_ctx = 2048;         // positions per sequence (prompt + output)
+    int32_t n_batch = 512;        // tokens per llama_decode call at most (prompt chunks)
+    int32_t n_threads = 0;        // CPU threads; 0: all hardware threads
+    int32_t n_threads_draft = 0;  // a speculative decoder's draft context: 0 = n_threads
+    int32_t n_sequences = 1;      // sequences decoded together (-np); each gets n_ctx positions
+    bool hidden_states = false;   // also output last-layer hidden states (after the final norm)
     // One attention kernel for one token and for a batch (a BF16 V cache, on the CPU: context.cpp says why), so
     // that verification gives one-token decoding's logits exactly. On for targets; a draft's speed matters more.
     bool batch_invariant_attention = true;

@@ -110,8 +110,8 @@ void SpeculativeDecoder::choose_draft_lengths_for(std::span<Sequence* const> act
     const std::vector<int32_t> no_drafts(candidates.size(), 0);
     const DraftChoice target_only = evaluate_draft_lengths(verify_costs_, draft_costs_, candidates, no_drafts);
     // Re-timing the target-only batch takes a step in which every sequence may go without drafts.
-    const bool all_may_skip = std::all_of(candidates.begin(), candidates.end(),
-                                          [](const DraftCandidate& c) { return c.min_length == 0; });
+    const bool all_may_skip =
+        std::all_of(candidates.begin(), candidates.end(), [](const DraftCandidate& c) { return c.min_length == 0; });
     if (all_may_skip && target_only_retime_.due(choice, target_only)) {
         choice = target_only;
         verify_costs_.expire(verify_micro_batches(candidates, no_drafts));
@@ -164,8 +164,9 @@ DraftCandidate SpeculativeDecoder::draft_candidate(const Sequence& seq, DraftSou
     // decoder_rate < 1: its prior (kDecoderPrior, weight kPriorWeight) keeps it there.
     const double rejection_scale = (1.0 - sequence_rate) / (1.0 - decoder_rate);
     const bool lookup = drafter == DraftSource::Ngram;
-    DraftCandidate candidate{seq.id_, depth_acceptance_[source].rates(std::max(max_length, 1), rejection_scale),
-                             min_length, max_length, !lookup, lookup ? ngram_lookup_seconds_ : 0.0};
+    DraftCandidate candidate{seq.id_,    depth_acceptance_[source].rates(std::max(max_length, 1), rejection_scale),
+                             min_length, max_length,
+                             !lookup,    lookup ? ngram_lookup_seconds_ : 0.0};
     if (!lookup) {
         const int32_t gap = seq.draft_gap();
         const int64_t decoded = to_int(seq.result_.tokens.size());
@@ -178,7 +179,8 @@ DraftCandidate SpeculativeDecoder::draft_candidate(const Sequence& seq, DraftSou
 
 void SpeculativeDecoder::calibrate_step_costs(int32_t draft_max) {
     if ((!draft_ctx_ && !ngram_) || costs_calibrated_) return;
-    if (draft_max < 1) throw Error(fmt::format("calibrate_step_costs: draft_max must be at least 1, got {}", draft_max));
+    if (draft_max < 1)
+        throw Error(fmt::format("calibrate_step_costs: draft_max must be at least 1, got {}", draft_max));
     // Id 0 is a token of both vocabularies; what the rows compute does not matter, only how long they take.
     time_step_costs(/*token=*/0, /*id=*/0, /*target_pos=*/0, /*draft_pos=*/0, draft_max);
 }
@@ -280,8 +282,8 @@ void SpeculativeDecoder::adapt_draft_budget(Sequence& seq, const StepOutcome& ou
     const GenerationOptions& options = seq.options_;
     const int32_t k = to_int(seq.drafted_.size());
     if (options.draft_policy != DraftPolicy::Adaptive || k == 0) return;
-    seq.draft_budget_ = next_adaptive_draft_budget(seq.draft_budget_, k, outcome.accepted, options.draft_min,
-                                                   options.draft_max);
+    seq.draft_budget_ =
+        next_adaptive_draft_budget(seq.draft_budget_, k, outcome.accepted, options.draft_min, options.draft_max);
 }
 
 }  // namespace klspec

@@ -32,8 +32,8 @@ void SpeculativeDecoder::lookup_ngram_drafts(std::span<Sequence* const> active) 
     ngram_->draft_requested();
     const double seconds = seconds_since(start);
     // A running mean per sequence looked up: what a step pays for the lookup whatever γ comes of it.
-    ngram_lookup_seconds_ = ngram_lookup_seconds_ == 0 ? seconds / requested
-                                                       : 0.9 * ngram_lookup_seconds_ + 0.1 * seconds / requested;
+    ngram_lookup_seconds_ =
+        ngram_lookup_seconds_ == 0 ? seconds / requested : 0.9 * ngram_lookup_seconds_ + 0.1 * seconds / requested;
     for (size_t s = 0; s < active.size(); ++s) {
         if (draft_caps_[s] == 0) continue;
         Sequence& seq = *active[s];
@@ -55,7 +55,8 @@ void SpeculativeDecoder::draft_all(std::span<Sequence* const> active) {
     while (draft_batch_.size() > 0) {
         const double decode_start = draft_ctx_->decode_seconds();
         draft_ctx_->decode(draft_batch_);
-        if (measure_costs_) detail::record_cost(draft_costs_, draft_batch_, draft_ctx_->decode_seconds() - decode_start);
+        if (measure_costs_)
+            detail::record_cost(draft_costs_, draft_batch_, draft_ctx_->decode_seconds() - decode_start);
         draft_batch_.clear();
         for (size_t s = 0; s < drafting.size(); ++s) {
             if (draft_rows_of_[s] < 0) continue;
@@ -158,8 +159,8 @@ SpeculativeDecoder::DraftPick SpeculativeDecoder::pick_draft_token(Sequence& seq
     const size_t n_vocab = static_cast<size_t>(n_draft_vocab_);
     const size_t i = seq.drafted_.size();
     const GenerationOptions& options = seq.options_;
-    const bool keep_row = !options.sampling.greedy() || seq.judge_->needs_distributions() || observer_ ||
-                          options.draft_p_min > 0.0f;
+    const bool keep_row =
+        !options.sampling.greedy() || seq.judge_->needs_distributions() || observer_ || options.draft_p_min > 0.0f;
     std::span<const float> q = draft_ctx_->logits(row);
     if (keep_row) {
         seq.draft_rows_.resize((i + 1) * n_vocab);

@@ -59,10 +59,11 @@ std::vector<int32_t> infill_prompt(const Model& model, const InfillInput& input,
 
     const int32_t quarter = budget.n_batch / 4;
     const auto prefix_take = std::min<size_t>(prefix.size(), static_cast<size_t>(3 * quarter));
-    const auto suffix_take =
-        std::min<size_t>(suffix.size(), static_cast<size_t>(std::max<int64_t>(0, quarter - (2 + int64_t(prompt.size())))));
-    const auto extra_take = std::min<size_t>(
-        extra.size(), static_cast<size_t>(std::max<int64_t>(0, int64_t(budget.n_ctx) - budget.n_batch - 2 * int64_t(budget.n_predict))));
+    const auto suffix_take = std::min<size_t>(
+        suffix.size(), static_cast<size_t>(std::max<int64_t>(0, quarter - (2 + int64_t(prompt.size())))));
+    const auto extra_take =
+        std::min<size_t>(extra.size(), static_cast<size_t>(std::max<int64_t>(
+                                           0, int64_t(budget.n_ctx) - budget.n_batch - 2 * int64_t(budget.n_predict))));
 
     Tokens out(extra.end() - static_cast<std::ptrdiff_t>(extra_take), extra.end());
     if (const std::optional<int32_t> bos = model.prompt_bos_token()) out.push_back(*bos);

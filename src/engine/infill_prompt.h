@@ -19,10 +19,10 @@ struct InfillChunk {
 };
 
 struct InfillInput {
-    std::string prefix;               // the text before the cursor
-    std::string suffix;               // the text after it
-    std::vector<InfillChunk> extra;   // other files' text, oldest first (the newest is kept when it must be cut)
-    std::string prompt;               // the current line's text up to the cursor (special tokens parsed)
+    std::string prefix;              // the text before the cursor
+    std::string suffix;              // the text after it
+    std::vector<InfillChunk> extra;  // other files' text, oldest first (the newest is kept when it must be cut)
+    std::string prompt;              // the current line's text up to the cursor (special tokens parsed)
 };
 
 // How the context is split, with llama-server's names: the prefix takes up to 3/4 of n_batch, the suffix what

@@ -7,8 +7,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -75,7 +75,8 @@ RpcEndpoint parse_rpc_endpoint(const std::string& endpoint) {
                          std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
                          std::stoi(port) >= 1 && std::stoi(port) <= 65535;
     if (colon == 0 || !port_ok) {
-        throw Error(fmt::format("malformed RPC server address '{}' (expected HOST:PORT, e.g. 127.0.0.1:50052)", endpoint));
+        throw Error(
+            fmt::format("malformed RPC server address '{}' (expected HOST:PORT, e.g. 127.0.0.1:50052)", endpoint));
     }
     return {endpoint.substr(0, colon), port};
 }
@@ -107,7 +108,8 @@ std::vector<ggml_backend_dev_t> rpc_devices(const std::vector<std::string>& endp
         if (server == nullptr || ggml_backend_reg_dev_count(server) == 0) {
             throw Error(fmt::format("RPC server {} offers no devices", endpoint));
         }
-        for (size_t d = 0; d < ggml_backend_reg_dev_count(server); ++d) devices.push_back(ggml_backend_reg_dev_get(server, d));
+        for (size_t d = 0; d < ggml_backend_reg_dev_count(server); ++d)
+            devices.push_back(ggml_backend_reg_dev_get(server, d));
     }
     devices.push_back(nullptr);
     return devices;
@@ -134,9 +136,12 @@ std::optional<std::string> rpc_server_unreachable(const std::string& endpoint, i
         pollfd writable{fd, POLLOUT, 0};
         const int ready = poll(&writable, 1, timeout_ms);
         socklen_t size = sizeof error;
-        if (ready == 0) error = ETIMEDOUT;
-        else if (ready < 0) error = errno;
-        else getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size);
+        if (ready == 0)
+            error = ETIMEDOUT;
+        else if (ready < 0)
+            error = errno;
+        else
+            getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size);
     }
     close(fd);
     if (error != 0) return unreachable(std::strerror(error));
@@ -198,7 +203,8 @@ std::vector<int32_t> Model::tokenize(const std::string& text, bool add_bos, bool
             return llama_tokenize(vocab_, text.data(), static_cast<int32_t>(text.size()), tokens.data(),
                                   static_cast<int32_t>(tokens.size()), add_bos, parse_special);
         } catch (const std::out_of_range&) {  // llama.cpp looks a piece up that the vocabulary lacks (a cut one)
-            throw PromptError(fmt::format("{}: its vocabulary cannot spell the text (a piece it needs is missing)", path_));
+            throw PromptError(
+                fmt::format("{}: its vocabulary cannot spell the text (a piece it needs is missing)", path_));
         }
     };
     int32_t n = run();
@@ -282,8 +288,9 @@ std::optional<std::string> vocabulary_difference(const Model& target, const Mode
 
 void require_compatible_vocabularies(const Model& target, const Model& draft) {
     if (const std::optional<std::string> difference = vocabulary_difference(target, draft)) {
-        throw Error(fmt::format("draft and target vocabularies differ where llama.cpp requires them equal: {} (draft {} vs target {})",
-                                *difference, draft.path(), target.path()));
+        throw Error(fmt::format(
+            "draft and target vocabularies differ where llama.cpp requires them equal: {} (draft {} vs target {})",
+            *difference, draft.path(), target.path()));
     }
 }
 

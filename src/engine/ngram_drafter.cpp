@@ -45,7 +45,8 @@ NgramDrafter::NgramDrafter(const NgramOptions& options, int32_t n_sequences)
     common_params_speculative params;
     params.types.clear();
     for (const std::string& type : options.types) params.types.push_back(common_speculative_type_from_name(type));
-    for (common_params_speculative_ngram_map* map : {&params.ngram_simple, &params.ngram_map_k, &params.ngram_map_k4v}) {
+    for (common_params_speculative_ngram_map* map :
+         {&params.ngram_simple, &params.ngram_map_k, &params.ngram_map_k4v}) {
         map->size_n = static_cast<uint16_t>(options.size_n);
         map->size_m = static_cast<uint16_t>(options.size_m);
         map->min_hits = static_cast<uint16_t>(options.min_hits);
@@ -72,7 +73,8 @@ void NgramDrafter::request(int32_t id, std::span<const int32_t> tokens, int32_t 
     // llama.cpp's drafters read the tokens before the last one, and the last one apart. The id's tokens only
     // grow after begin(): the history takes the new ones.
     std::vector<int32_t>& history = histories_.at(i);
-    if (history.size() >= tokens.size()) throw Error("NgramDrafter::request: the id's tokens did not grow since begin()");
+    if (history.size() >= tokens.size())
+        throw Error("NgramDrafter::request: the id's tokens did not grow since begin()");
     history.insert(history.end(), tokens.begin() + std::ptrdiff_t(history.size()), tokens.end() - 1);
     drafts_[i].clear();
     common_speculative_get_draft_params(spec_.get(), id) = {

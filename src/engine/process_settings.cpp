@@ -1,8 +1,8 @@
 #include "engine/process_settings.h"
 
+#include <sched.h>
 #include <cerrno>
 #include <cstring>
-#include <sched.h>
 
 #include <fmt/format.h>
 
@@ -25,7 +25,8 @@ void set_cpu_affinity(const std::string& cpus, bool is_range) {
     silence_common_log();
     bool mask[GGML_MAX_N_THREADS] = {false};
     if (cpus.empty() || !(is_range ? parse_cpu_range(cpus, mask) : parse_cpu_mask(cpus, mask)))
-        throw Error(fmt::format("{} '{}': not a {}", flag, cpus, is_range ? "range such as 0-3" : "hex mask such as 0x3"));
+        throw Error(
+            fmt::format("{} '{}': not a {}", flag, cpus, is_range ? "range such as 0-3" : "hex mask such as 0x3"));
     cpu_set_t set;
     CPU_ZERO(&set);
     for (int cpu = 0; cpu < GGML_MAX_N_THREADS && cpu < CPU_SETSIZE; ++cpu)

@@ -8,7 +8,8 @@ namespace klspec {
 
 void PromptCache::save(Entry entry) {
     if (max_bytes_ >= 0 && entry.bytes() > static_cast<size_t>(max_bytes_)) return;
-    const auto same = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.tokens == entry.tokens; });
+    const auto same =
+        std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.tokens == entry.tokens; });
     if (same != entries_.end()) {
         bytes_ -= same->bytes();
         entries_.erase(same);

@@ -41,7 +41,8 @@ void validate(const GenerationOptions& options) {
     if (options.max_tokens < 0) throw Error(fmt::format("max tokens must be >= 0, got {}", options.max_tokens));
     if (options.draft_max <= 0) throw Error(fmt::format("draft-max (gamma) must be >= 1, got {}", options.draft_max));
     if (options.draft_min < 0 || options.draft_min > options.draft_max)
-        throw Error(fmt::format("draft-min must be in 0..draft-max ({}), got {}", options.draft_max, options.draft_min));
+        throw Error(
+            fmt::format("draft-min must be in 0..draft-max ({}), got {}", options.draft_max, options.draft_min));
     if (!(options.draft_p_min >= 0.0f && options.draft_p_min <= 1.0f))
         throw Error(fmt::format("draft-p-min must be in [0, 1], got {}", options.draft_p_min));
     const SamplingParams& s = options.sampling;
@@ -50,27 +51,39 @@ void validate(const GenerationOptions& options) {
     if (!(s.top_p > 0.0f && s.top_p <= 1.0f)) throw Error(fmt::format("top-p must be in (0, 1], got {}", s.top_p));
     if (options.logprobs && (*options.logprobs < 0 || *options.logprobs > kMaxTopLogprobs))
         throw Error(fmt::format("top logprobs must be in 0..{}, got {}", kMaxTopLogprobs, *options.logprobs));
-    if (options.min_line_indent < 0) throw Error(fmt::format("line indent must be >= 0, got {}", options.min_line_indent));
+    if (options.min_line_indent < 0)
+        throw Error(fmt::format("line indent must be >= 0, got {}", options.min_line_indent));
     if (options.cache_reuse_min_chunk < 0)
         throw Error(fmt::format("cache reuse chunk must be >= 0, got {}", options.cache_reuse_min_chunk));
     if (options.verification == Verification::Block && options.judge && options.judge->name() != "vanilla")
-        throw Error(fmt::format("block verification needs the vanilla judge, not {}: a judge relaxes position by "
-                                "position, while block verification accepts the block jointly", options.judge->name()));
+        throw Error(
+            fmt::format("block verification needs the vanilla judge, not {}: a judge relaxes position by "
+                        "position, while block verification accepts the block jointly",
+                        options.judge->name()));
     if (options.judge_span.needs_markers())
-        throw Error("judge span 'think' has no markers: give them (think:OPEN,CLOSE) or read them from the chat template");
-    if (options.judge_span.kind == JudgeSpan::Kind::Until && (options.judge_span.close.size() != 1 || options.judge_span.close[0].empty()))
+        throw Error(
+            "judge span 'think' has no markers: give them (think:OPEN,CLOSE) or read them from the chat template");
+    if (options.judge_span.kind == JudgeSpan::Kind::Until &&
+        (options.judge_span.close.size() != 1 || options.judge_span.close[0].empty()))
         throw Error("judge span 'until:' needs a string after the colon (until:The answer is)");
 }
 
 std::string_view to_string(StopReason reason) {
     switch (reason) {
-        case StopReason::EndOfGeneration: return "eos";
-        case StopReason::MaxTokens: return "max_tokens";
-        case StopReason::StopString: return "stop_string";
-        case StopReason::ContextFull: return "context_full";
-        case StopReason::Cancelled: return "cancelled";
-        case StopReason::Indentation: return "indentation";
-        case StopReason::TimeLimit: return "time_limit";
+        case StopReason::EndOfGeneration:
+            return "eos";
+        case StopReason::MaxTokens:
+            return "max_tokens";
+        case StopReason::StopString:
+            return "stop_string";
+        case StopReason::ContextFull:
+            return "context_full";
+        case StopReason::Cancelled:
+            return "cancelled";
+        case StopReason::Indentation:
+            return "indentation";
+        case StopReason::TimeLimit:
+            return "time_limit";
     }
     return "unknown";
 }
@@ -87,9 +100,13 @@ Sequence::Sequence(int32_t id, GenerationOptions options)
 
 SpeculativeDecoder::SpeculativeDecoder(const Model& target, const Model* draft, const ContextOptions& options,
                                        const NgramOptions& ngram)
-    : target_(target), target_ctx_(target, options), context_options_(options), n_target_vocab_(target.n_vocab()),
+    : target_(target),
+      target_ctx_(target, options),
+      context_options_(options),
+      n_target_vocab_(target.n_vocab()),
       target_batch_(64),
-      draft_batch_(64), kept_(static_cast<size_t>(options.n_sequences)) {
+      draft_batch_(64),
+      kept_(static_cast<size_t>(options.n_sequences)) {
     if (ngram.enabled()) ngram_ = std::make_unique<NgramDrafter>(ngram, options.n_sequences);
     if (draft != nullptr) {
         require_compatible_vocabularies(target, *draft);
@@ -129,16 +146,17 @@ std::optional<std::string> SpeculativeDecoder::use_repacked_prompts(const Model&
         repacked_target.n_params() != target_.n_params())
         throw Error(fmt::format("the prompt model {} is not the target {}", repacked_target.path(), target_.path()));
     ContextOptions options = context_options_;
-    options.hidden_states = false;            // verification rows read hidden states; prompt rows do not
+    options.hidden_states = false;  // verification rows read hidden states; prompt rows do not
     auto prompt_ctx = std::make_unique<ModelContext>(repacked_target, options);
     const std::vector<int32_t> probe = target_.tokenize(kKernelProbeText, /*add_bos=*/true);
     const std::vector<float> repacked = probe_logits(*prompt_ctx, probe);
     const std::vector<float> plain = probe_logits(target_ctx_, probe);
     const float largest_difference = max_abs_difference(repacked, plain);
     if (argmax(repacked) != argmax(plain) || largest_difference > kRepackedPromptTolerance) {
-        return fmt::format("the repacked kernels disagree with the target's on a {}-token prompt on this CPU "
-                           "(logits up to {:.1f} apart, next token {} against {})",
-                           probe.size(), largest_difference, argmax(repacked), argmax(plain));
+        return fmt::format(
+            "the repacked kernels disagree with the target's on a {}-token prompt on this CPU "
+            "(logits up to {:.1f} apart, next token {} against {})",
+            probe.size(), largest_difference, argmax(repacked), argmax(plain));
     }
     prompt_ctx_ = std::move(prompt_ctx);
     return std::nullopt;
@@ -173,15 +191,17 @@ Sequence SpeculativeDecoder::start(int32_t id, std::vector<int32_t> prompt_token
         throw Error(fmt::format("sequence id {} is out of range (the decoder has {} sequences)", id, n_sequences()));
     Sequence seq(id, std::move(options));
     if (seq.judge_->needs_hidden_states() && !target_ctx_.has_hidden_states())
-        throw Error(fmt::format("the {} rule needs hidden states: create the decoder with ContextOptions::hidden_states",
-                                seq.judge_->name()));
+        throw Error(
+            fmt::format("the {} rule needs hidden states: create the decoder with ContextOptions::hidden_states",
+                        seq.judge_->name()));
     if (seq.judge_->needs_hidden_states() && !draft_ctx_)
         throw Error(fmt::format("the {} rule needs a draft model", seq.judge_->name()));
     if (seq.judge_->needs_draft_model() && ngram_)
-        throw Error(fmt::format("the {} rule reads the draft model's {}, which n-gram drafts do not have: drop the "
-                                "ngram types from --spec-type, or use a rule that reads the target alone ({})",
-                                seq.judge_->name(), seq.judge_->needs_hidden_states() ? "hidden states" : "distribution q",
-                                target_only_rule_names()));
+        throw Error(
+            fmt::format("the {} rule reads the draft model's {}, which n-gram drafts do not have: drop the "
+                        "ngram types from --spec-type, or use a rule that reads the target alone ({})",
+                        seq.judge_->name(), seq.judge_->needs_hidden_states() ? "hidden states" : "distribution q",
+                        target_only_rule_names()));
 
     check_prompt(prompt_tokens);
     GenerationStats& stats = seq.result_.stats;
@@ -259,7 +279,9 @@ int32_t SpeculativeDecoder::reusable_kept_cells(std::span<const int32_t> kept, s
     while (kept_head < kept.size() && static_cast<size_t>(reused) < prompt.size()) {
         const size_t prompt_head = static_cast<size_t>(reused);
         size_t n = 0;
-        while (kept_head + n < kept.size() && prompt_head + n < prompt.size() && kept[kept_head + n] == prompt[prompt_head + n]) ++n;
+        while (kept_head + n < kept.size() && prompt_head + n < prompt.size() &&
+               kept[kept_head + n] == prompt[prompt_head + n])
+            ++n;
         if (n < static_cast<size_t>(min_chunk)) {
             ++kept_head;
             continue;
@@ -273,9 +295,8 @@ int32_t SpeculativeDecoder::reusable_kept_cells(std::span<const int32_t> kept, s
 
 int32_t SpeculativeDecoder::reuse_kept_cells(ModelContext& ctx, int32_t id, std::span<const int32_t> kept,
                                              std::span<const int32_t> prompt, int32_t min_chunk) {
-    return reusable_kept_cells(kept, prompt, ctx.can_shift() ? min_chunk : 0, [&](int32_t from, int32_t n, int32_t to) {
-        ctx.shift_left(id, from, n, to);
-    });
+    return reusable_kept_cells(kept, prompt, ctx.can_shift() ? min_chunk : 0,
+                               [&](int32_t from, int32_t n, int32_t to) { ctx.shift_left(id, from, n, to); });
 }
 
 void SpeculativeDecoder::set_prefill_chunk(int32_t tokens) {
@@ -295,15 +316,18 @@ void SpeculativeDecoder::swap_with_prompt_cache(int32_t id, KeptCells& kept, std
     const int32_t here = reusable_kept_cells(kept.tokens, prompt, target_ctx_.can_shift() ? min_chunk : 0, {});
     const bool cache_has_better = prompt_cache_->best(prompt, here) != nullptr;
     if (!kept.tokens.empty() && (cache_has_better || 2 * static_cast<size_t>(here) < kept.tokens.size())) {
-        std::vector<uint8_t> draft_cells = draft_ctx_ && kept.draft > 0 ? draft_ctx_->save_sequence(id) : std::vector<uint8_t>();
+        std::vector<uint8_t> draft_cells =
+            draft_ctx_ && kept.draft > 0 ? draft_ctx_->save_sequence(id) : std::vector<uint8_t>();
         prompt_cache_->save({kept.tokens, kept.draft, target_ctx_.save_sequence(id), std::move(draft_cells)});
     }
     // Found again: the save may have dropped it (a budget smaller than both entries).
     const PromptCache::Entry* best = cache_has_better ? prompt_cache_->best(prompt, here) : nullptr;
     if (best == nullptr) return;  // the id's own cells serve, as far as they go
     target_ctx_.load_sequence(id, best->target_cells);
-    if (draft_ctx_ && best->draft_tokens > 0) draft_ctx_->load_sequence(id, best->draft_cells);
-    else if (draft_ctx_) draft_ctx_->truncate(id, 0);
+    if (draft_ctx_ && best->draft_tokens > 0)
+        draft_ctx_->load_sequence(id, best->draft_cells);
+    else if (draft_ctx_)
+        draft_ctx_->truncate(id, 0);
     kept = {best->tokens, best->draft_tokens};
 }
 
@@ -312,7 +336,9 @@ int32_t SpeculativeDecoder::reusable_prompt(int32_t id, std::span<const int32_t>
     return common_prefix(kept_.at(static_cast<size_t>(id)).tokens, prompt_tokens.first(prompt_tokens.size() - 1));
 }
 
-int32_t SpeculativeDecoder::cached_tokens(int32_t id) const { return to_int(kept_.at(static_cast<size_t>(id)).tokens.size()); }
+int32_t SpeculativeDecoder::cached_tokens(int32_t id) const {
+    return to_int(kept_.at(static_cast<size_t>(id)).tokens.size());
+}
 
 GenerationResult SpeculativeDecoder::generate(const std::string& prompt, GenerationOptions options,
                                               const StepCallback& on_step) {
@@ -337,8 +363,10 @@ void SpeculativeDecoder::step(std::span<Sequence* const> sequences, const StepCa
             finish(*seq, on_step);
             continue;
         }
-        if (seq->prompt_left_ > 0) prefilling.push_back(seq);
-        else (seq->prompt_logits_.empty() ? active : answered).push_back(seq);
+        if (seq->prompt_left_ > 0)
+            prefilling.push_back(seq);
+        else
+            (seq->prompt_logits_.empty() ? active : answered).push_back(seq);
     }
     if (active.empty() && !prefilling.empty()) verify_all(active, prefilling);
     if (active.empty()) {
@@ -387,7 +415,8 @@ void SpeculativeDecoder::finish(Sequence& seq, const StepCallback& on_step, std:
     const std::string_view rest = seq.stream_.take_stable();
     const std::span<const PositionVerdict> verdicts =
         step_tokens.empty() ? std::span<const PositionVerdict>() : seq.acceptance_.verdicts();
-    if (on_step) on_step(StepResult{seq.id_, step_tokens, rest, true, verdicts, step_logprobs(seq, step_tokens.size())});
+    if (on_step)
+        on_step(StepResult{seq.id_, step_tokens, rest, true, verdicts, step_logprobs(seq, step_tokens.size())});
     seq.result_.text = seq.stream_.text();
     // A finished sequence frees its cells, or with cache_prompt keeps those each cache holds for certain: the
     // tokens before this step's batches (later cells may be rejected drafts; the draft may lag behind).
@@ -412,8 +441,8 @@ std::span<const float> ForwardResult::row_of(const std::vector<float>& rows, int
                                    static_cast<size_t>(width));
 }
 
-ForwardResult SpeculativeDecoder::forward(ModelRole role, std::span<const int32_t> tokens, bool with_hidden,
-                                          int32_t id, int32_t first_row, std::optional<int32_t> cells_from) {
+ForwardResult SpeculativeDecoder::forward(ModelRole role, std::span<const int32_t> tokens, bool with_hidden, int32_t id,
+                                          int32_t first_row, std::optional<int32_t> cells_from) {
     ModelContext* ctx = role == ModelRole::Target ? &target_ctx_ : draft_ctx_.get();
     if (ctx == nullptr) throw Error("forward: the decoder has no draft model");
     if (to_int(tokens.size()) > ctx->n_ctx())
@@ -427,14 +456,17 @@ ForwardResult SpeculativeDecoder::forward(ModelRole role, std::span<const int32_
     result.first_row = first_row;
     result.n_vocab = ctx->model().n_vocab();
     result.n_embd = ctx->model().n_embd();
-    teacher_forced(*ctx, id, tokens, [&](size_t, int32_t row) {
-        const std::span<const float> logits = ctx->logits(row);
-        result.logits.insert(result.logits.end(), logits.begin(), logits.end());
-        if (with_hidden) {
-            const std::span<const float> hidden = ctx->hidden_state(row);
-            result.hidden.insert(result.hidden.end(), hidden.begin(), hidden.end());
-        }
-    }, static_cast<size_t>(first_row), /*keep_cells=*/false, cells_from);
+    teacher_forced(
+        *ctx, id, tokens,
+        [&](size_t, int32_t row) {
+            const std::span<const float> logits = ctx->logits(row);
+            result.logits.insert(result.logits.end(), logits.begin(), logits.end());
+            if (with_hidden) {
+                const std::span<const float> hidden = ctx->hidden_state(row);
+                result.hidden.insert(result.hidden.end(), hidden.begin(), hidden.end());
+            }
+        },
+        static_cast<size_t>(first_row), /*keep_cells=*/false, cells_from);
     return result;
 }
 
@@ -448,20 +480,24 @@ void SpeculativeDecoder::teacher_forced(ModelContext& ctx, int32_t id, std::span
     if (cells_from && *cells_from != id) {
         const KeptCells& source = kept_.at(static_cast<size_t>(*cells_from));
         const size_t valid = &ctx == &target_ctx_ ? source.tokens.size() : static_cast<size_t>(source.draft);
-        shared = std::min(static_cast<size_t>(common_prefix(std::span(source.tokens).first(valid), tokens)), first_output);
+        shared =
+            std::min(static_cast<size_t>(common_prefix(std::span(source.tokens).first(valid), tokens)), first_output);
         if (shared > 0) ctx.copy_prefix(*cells_from, id, to_int(shared));
     }
-    ctx.forward_rows(id, tokens.subspan(shared), to_int(shared),
-                     [&](size_t index, int32_t row) { on_row(shared + index, row); }, first_output - shared);
-    if (keep_cells) kept.tokens.assign(tokens.begin(), tokens.end());
-    else ctx.truncate(id, 0);
+    ctx.forward_rows(
+        id, tokens.subspan(shared), to_int(shared), [&](size_t index, int32_t row) { on_row(shared + index, row); },
+        first_output - shared);
+    if (keep_cells)
+        kept.tokens.assign(tokens.begin(), tokens.end());
+    else
+        ctx.truncate(id, 0);
 }
 
 void SpeculativeDecoder::check_prompt(std::span<const int32_t> prompt_tokens) const {
     if (prompt_tokens.empty()) throw PromptError("the prompt is empty and the model adds no BOS token");
     if (to_int(prompt_tokens.size()) >= target_ctx_.n_ctx()) {
-        throw PromptError(fmt::format("the prompt has {} tokens but the context holds {} (raise -c)", prompt_tokens.size(),
-                                      target_ctx_.n_ctx()),
+        throw PromptError(fmt::format("the prompt has {} tokens but the context holds {} (raise -c)",
+                                      prompt_tokens.size(), target_ctx_.n_ctx()),
                           /*exceeds_context=*/true);
     }
 }
@@ -477,7 +513,8 @@ std::vector<TokenLogprobs> SpeculativeDecoder::prompt_logprobs(std::span<const i
     teacher_forced(
         target_ctx_, id, tokens,
         [&](size_t i, int32_t row) {
-            if (i + 1 < tokens.size()) logprobs.push_back(token_logprobs(target_ctx_.logits(row), tokens[i + 1], n_top));
+            if (i + 1 < tokens.size())
+                logprobs.push_back(token_logprobs(target_ctx_.logits(row), tokens[i + 1], n_top));
         },
         0, /*keep_cells=*/true);
     return logprobs;

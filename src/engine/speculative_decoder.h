@@ -40,14 +40,14 @@ enum class DraftSource : uint8_t { Model, Ngram };
 inline constexpr size_t kDraftSources = 2;
 
 struct GenerationOptions {
-    int32_t max_tokens = 128;       // -n: generated tokens at most
-    int32_t draft_max = 16;         // γ: draft tokens proposed per target call at most
+    int32_t max_tokens = 128;  // -n: generated tokens at most
+    int32_t draft_max = 16;    // γ: draft tokens proposed per target call at most
     // How γ is chosen each step. The CLI and server default to Auto (the cost model); Fixed here keeps
     // library callers' γ exactly as given.
     DraftPolicy draft_policy = DraftPolicy::Fixed;
-    int32_t draft_min = 0;          // a draft shorter than this is dropped (a target-only step), as llama.cpp
-    float draft_p_min = 0.0f;       // stop drafting at a token whose draft probability is below this (0 = off)
-    SamplingParams sampling;        // temperature, top-k, top-p, seed; the same for draft and target
+    int32_t draft_min = 0;                  // a draft shorter than this is dropped (a target-only step), as llama.cpp
+    float draft_p_min = 0.0f;               // stop drafting at a token whose draft probability is below this (0 = off)
+    SamplingParams sampling;                // temperature, top-k, top-p, seed; the same for draft and target
     std::vector<std::string> stop_strings;  // stop when the text contains one (it is cut off)
     std::shared_ptr<const Judge> judge;     // the verification rule; null: vanilla
     // Token by token, or the block jointly (core/acceptance.h; sampling with the vanilla judge only).
@@ -131,25 +131,25 @@ private:
     int32_t id_;
     GenerationOptions options_;
     std::shared_ptr<const Judge> judge_;
-    std::vector<int32_t> tokens_;   // prompt + accepted output
-    int32_t target_cached_ = 0;     // positions cached in the target (all but the last token)
+    std::vector<int32_t> tokens_;  // prompt + accepted output
+    int32_t target_cached_ = 0;    // positions cached in the target (all but the last token)
     // Chunked prefill (SpeculativeDecoder::set_prefill_chunk): prompt tokens still to prefill in later steps'
     // batches, target_cached_ counting those done; and how many this step's batch holds.
     int32_t prompt_left_ = 0;
     int32_t prompt_in_batch_ = 0;
     std::chrono::steady_clock::time_point prompt_start_;  // when start() began: a prompt's time runs to its last chunk
-    int32_t draft_cached_ = 0;      // positions cached in the draft
+    int32_t draft_cached_ = 0;                            // positions cached in the draft
     // Tokens before the last one that the draft has not read (the prompt, deferred; a target-only spell): one is
     // a step's usual catch-up, read in its first draft call; more are prefilled first (prefill_draft_gaps).
     int32_t draft_gap() const { return static_cast<int32_t>(tokens_.size()) - 1 - draft_cached_; }
     // The sequence holds a token the draft's vocabulary lacks (a target larger than its draft: the draft
     // cannot read it), so it decodes target-only from there (docs/judges.md, "Pairs whose vocabularies differ").
     bool draft_unreadable_ = false;
-    int32_t draft_budget_ = 0;      // γ for the next step under Fixed / Adaptive: draft_max, or the adaptive value
-    int32_t gamma_ = 0;             // this step's γ: chosen by the policy, capped by -n and the context
+    int32_t draft_budget_ = 0;  // γ for the next step under Fixed / Adaptive: draft_max, or the adaptive value
+    int32_t gamma_ = 0;         // this step's γ: chosen by the policy, capped by -n and the context
     // This step's draft comes from the n-gram drafter (found before γ is chosen), not the draft model.
     bool ngram_drafts_ = false;
-    int32_t ngram_found_ = 0;       // tokens the n-gram proposed this step (used or not)
+    int32_t ngram_found_ = 0;  // tokens the n-gram proposed this step (used or not)
     DraftSource draft_source() const { return ngram_drafts_ ? DraftSource::Ngram : DraftSource::Model; }
     // Running per-position acceptance (the cost model's α) of each drafter's drafts, whose prior is the
     // decoder-wide estimate of that drafter.
@@ -157,7 +157,7 @@ private:
     Rng rng_;
     TextStream stream_;
     std::chrono::steady_clock::time_point generation_start_;  // when the prompt was cached (max_predict_seconds)
-    SpanTracker span_;              // the judge span over the prompt (think spans) and the output so far
+    SpanTracker span_;                    // the judge span over the prompt (think spans) and the output so far
     std::vector<uint8_t> draft_in_span_;  // per drafted token this step: the span is open before and after it
     AcceptanceStep acceptance_;
     bool finished_ = false;
@@ -171,7 +171,7 @@ private:
     // first_token_from_prompt: the target's logits after the whole prompt, until the first step reads them.
     std::vector<float> prompt_logits_;
     std::vector<uint8_t> target_row_shaped_;  // which target rows this step has shaped (sampling only)
-    int32_t verify_row_ = 0;        // batch row of `last` in the step's target batch
+    int32_t verify_row_ = 0;                  // batch row of `last` in the step's target batch
     std::vector<int32_t> emitted_;
 };
 
@@ -282,8 +282,8 @@ public:
     // instead of inside the first step that needs them (a few target calls of up to n_sequences ×
     // (draft_max + 1) tokens: seconds on a big CPU target). A server calls it before it listens, so its first
     // request does not wait for it, on the thread that will decode (server::Scheduler::run_on_decoder_thread:
-    // decoding from two threads slows every later call). Uses sequence id 0, which must hold no cells; a no-op without a draft
-    // model or n-gram drafter, or once the curves exist.
+    // decoding from two threads slows every later call). Uses sequence id 0, which must hold no cells; a no-op without
+    // a draft model or n-gram drafter, or once the curves exist.
     void calibrate_step_costs(int32_t draft_max);
 
 private:
@@ -313,7 +313,8 @@ private:
     // (draft_length_choice.cpp): every active sequence's γ from its policy, the Auto ones chosen together.
     void choose_draft_lengths_for(std::span<Sequence* const> active);
     // The sequence as the cost model sees it, drafting with `drafter`.
-    DraftCandidate draft_candidate(const Sequence& seq, DraftSource drafter, int32_t min_length, int32_t max_length) const;
+    DraftCandidate draft_candidate(const Sequence& seq, DraftSource drafter, int32_t min_length,
+                                   int32_t max_length) const;
     // What a DraftProbe of the candidate would add to a target-only step, in target-only steps: its draft and
     // verification, and for the draft model its whole catch-up.
     double probe_cost_in_steps(const DraftCandidate& candidate) const;
@@ -397,7 +398,7 @@ private:
     int32_t n_draft_vocab_ = 0;
     std::unique_ptr<ModelContext> draft_ctx_;
     std::unique_ptr<NgramDrafter> ngram_;
-    double ngram_lookup_seconds_ = 0;     // running mean per sequence lookup
+    double ngram_lookup_seconds_ = 0;  // running mean per sequence lookup
     Batch target_batch_;
     Batch draft_batch_;
     // Per step, kept to reuse their memory: the unfinished sequences, those drafting, and each drafting
@@ -408,10 +409,10 @@ private:
     int32_t prefill_chunk_ = 0;                  // set_prefill_chunk's
     std::vector<Sequence*> drafting_;
     std::vector<int32_t> draft_rows_of_;
-    std::vector<int32_t> draft_caps_;     // each active sequence's largest γ this step
+    std::vector<int32_t> draft_caps_;        // each active sequence's largest γ this step
     std::vector<int32_t> model_draft_caps_;  // the same for the draft model
-    ShapingScratch shaping_;              // scratch for top-k / top-p
-    BatchCostCurve verify_costs_;         // measured at every target / draft llama_decode of a step
+    ShapingScratch shaping_;                 // scratch for top-k / top-p
+    BatchCostCurve verify_costs_;            // measured at every target / draft llama_decode of a step
     BatchCostCurve draft_costs_;
     double draft_catch_up_seconds_ = 0;  // prefill_draft_gaps' llama_decode time and tokens, all sequences
     int64_t draft_catch_up_tokens_ = 0;
@@ -428,14 +429,14 @@ private:
     // the real pair: ~235 steps against a probe priced at ~430, its draft's catch-up of the prompt included).
     DraftProbe probe_;
     // All sequences' drafting steps, per drafter, and the same by draft depth.
-    std::array<AcceptanceEstimate, kDraftSources> decoder_acceptance_{AcceptanceEstimate(AcceptanceEstimate::kDecoderDecay),
-                                                                      AcceptanceEstimate(AcceptanceEstimate::kDecoderDecay)};
+    std::array<AcceptanceEstimate, kDraftSources> decoder_acceptance_{
+        AcceptanceEstimate(AcceptanceEstimate::kDecoderDecay), AcceptanceEstimate(AcceptanceEstimate::kDecoderDecay)};
     std::array<DepthAcceptance, kDraftSources> depth_acceptance_;
     bool measure_costs_ = true;
     JudgeObserver observer_;
     StepCostObserver step_cost_observer_;
-    StepCostRecord step_cost_;     // the current step's, filled while step_cost_observer_ is set
-    std::vector<KeptCells> kept_;  // per sequence id
+    StepCostRecord step_cost_;                   // the current step's, filled while step_cost_observer_ is set
+    std::vector<KeptCells> kept_;                // per sequence id
     std::unique_ptr<PromptCache> prompt_cache_;  // use_prompt_cache's
 };
 

@@ -25,9 +25,18 @@ bool has_repackable_weights(const std::string& path) {
     bool found = false;
     for (int64_t i = 0; i < gguf_get_n_tensors(gguf) && !found; ++i) {
         switch (gguf_get_tensor_type(gguf, i)) {
-            case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K: case GGML_TYPE_Q2_K:
-            case GGML_TYPE_Q8_0: case GGML_TYPE_IQ4_NL: case GGML_TYPE_MXFP4: found = true; break;
-            default: break;
+            case GGML_TYPE_Q4_0:
+            case GGML_TYPE_Q4_K:
+            case GGML_TYPE_Q5_K:
+            case GGML_TYPE_Q6_K:
+            case GGML_TYPE_Q2_K:
+            case GGML_TYPE_Q8_0:
+            case GGML_TYPE_IQ4_NL:
+            case GGML_TYPE_MXFP4:
+                found = true;
+                break;
+            default:
+                break;
         }
     }
     gguf_free(gguf);
@@ -66,9 +75,11 @@ std::unique_ptr<Model> load_target(const std::string& path, const ModelOptions& 
     if (!target->repacked() || options.vocab_only || !has_repackable_weights(path)) return target;
     const float difference = batch_logit_difference(*target, context);
     if (difference == 0) return target;
-    fallback = fmt::format("this CPU's repacked kernels give a batch's rows other logits than one-token decoding "
-                           "(up to {:.3g} apart): the target loads unrepacked, so that speculative output stays "
-                           "target-only output (--no-repack says so; docs/repacked-kernels.md)", difference);
+    fallback = fmt::format(
+        "this CPU's repacked kernels give a batch's rows other logits than one-token decoding "
+        "(up to {:.3g} apart): the target loads unrepacked, so that speculative output stays "
+        "target-only output (--no-repack says so; docs/repacked-kernels.md)",
+        difference);
     ModelOptions unrepacked = options;
     unrepacked.repack = false;
     target.reset();

@@ -63,16 +63,18 @@ void SpeculativeDecoder::add_prompt_chunk(Sequence& seq) {
     int32_t pos = seq.target_cached_;
     for (int32_t i = 0; i < seq.prompt_in_batch_; ++i, ++pos) {
         const bool last = pos + 1 == prompt_end;
-        const int32_t row = target_batch_.add(seq.tokens_[static_cast<size_t>(pos)], pos, seq.id_, last && logits_wanted);
+        const int32_t row =
+            target_batch_.add(seq.tokens_[static_cast<size_t>(pos)], pos, seq.id_, last && logits_wanted);
         if (last) seq.verify_row_ = row;
     }
 }
 
-void SpeculativeDecoder::complete_prompt_chunks(std::span<Sequence* const> prefilling, std::vector<Sequence*>& answered) {
+void SpeculativeDecoder::complete_prompt_chunks(std::span<Sequence* const> prefilling,
+                                                std::vector<Sequence*>& answered) {
     for (Sequence* seq : prefilling) {
         seq->target_cached_ += std::exchange(seq->prompt_in_batch_, 0);
-        seq->prompt_left_ = to_int(seq->tokens_.size()) - (seq->options_.first_token_from_prompt ? 0 : 1) -
-                            seq->target_cached_;
+        seq->prompt_left_ =
+            to_int(seq->tokens_.size()) - (seq->options_.first_token_from_prompt ? 0 : 1) - seq->target_cached_;
         if (seq->prompt_left_ > 0) continue;
         // As after a whole prefill: every token but the last is cached (the last one's cell, when its row was
         // output, is the first step's verification cell).
@@ -165,14 +167,15 @@ StepOutcome SpeculativeDecoder::judge(Sequence& seq, StepPositions& positions) {
     if (!seq.options_.judge_span.is_all()) {
         SpanTracker ahead = seq.span_;
         for (const int32_t token : seq.drafted_)
-            seq.draft_in_span_.push_back(ahead.feed_and_check(token < n_target_vocab_ ? target_.piece(token, true) : ""));
+            seq.draft_in_span_.push_back(
+                ahead.feed_and_check(token < n_target_vocab_ ? target_.piece(token, true) : ""));
     }
     const int32_t k = to_int(seq.drafted_.size());
     // The bonus row exists unless the last draft was outside the target's vocabulary (then never needed: it is
     // rejected).
     const bool bonus_row = k == 0 || seq.drafted_.back() < n_target_vocab_;
-    const StepOutcome outcome = seq.acceptance_.run(k, positions, bonus_row ? positions.target_logits(k) : std::span<const float>(),
-                                                    seq.rng_);
+    const StepOutcome outcome =
+        seq.acceptance_.run(k, positions, bonus_row ? positions.target_logits(k) : std::span<const float>(), seq.rng_);
     // The step's tokens: the accepted drafts, then the target's.
     seq.emitted_.assign(seq.drafted_.begin(), seq.drafted_.begin() + outcome.accepted);
     seq.emitted_.push_back(outcome.next_token);
@@ -230,17 +233,18 @@ size_t SpeculativeDecoder::append_until_stop(Sequence& seq) {
             break;
         }
         if (options.logprobs)  // token n_emitted was predicted by the step's target row n_emitted
-            result.logprobs.push_back(
-                token_logprobs(target_row(seq, to_int(n_emitted)), token, *options.logprobs));
+            result.logprobs.push_back(token_logprobs(target_row(seq, to_int(n_emitted)), token, *options.logprobs));
         ++result.stats.emitted;
         ++n_emitted;
-        if (!options.judge_span.is_all() && !seq.span_.feed_and_check(target_.piece(token, true))) ++result.stats.outside_span;
+        if (!options.judge_span.is_all() && !seq.span_.feed_and_check(target_.piece(token, true)))
+            ++result.stats.outside_span;
         result.tokens.push_back(token);
         seq.tokens_.push_back(token);
         seq.draft_unreadable_ = seq.draft_unreadable_ || (draft_ctx_ && token >= n_draft_vocab_);
         const std::string piece = target_.piece(token);
         if (seq.stream_.append(piece)) {
-            result.stop_reason = seq.stream_.stopped_by_indentation() ? StopReason::Indentation : StopReason::StopString;
+            result.stop_reason =
+                seq.stream_.stopped_by_indentation() ? StopReason::Indentation : StopReason::StopString;
             seq.finished_ = true;
             break;
         }

@@ -81,8 +81,9 @@ void run_jobs(SpeculativeDecoder& decoder, size_t n_jobs, int32_t parallel, cons
     }
 }
 
-void decode_problems(SpeculativeDecoder& decoder, std::span<const Problem> problems, const GenerationOptions& generation,
-                     int32_t parallel, const std::function<void(DecodedProblem&&)>& on_done,
+void decode_problems(SpeculativeDecoder& decoder, std::span<const Problem> problems,
+                     const GenerationOptions& generation, int32_t parallel,
+                     const std::function<void(DecodedProblem&&)>& on_done,
                      const std::function<bool()>& stop_requested) {
     std::vector<std::optional<AnswerJob>> answers(static_cast<size_t>(std::max(parallel, 0)));
     run_jobs(

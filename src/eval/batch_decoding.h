@@ -46,8 +46,9 @@ struct DecodedProblem {
 
 // Decodes every problem with `generation` (run_jobs with an answer per job); calls on_done as each finishes (in
 // finishing order). Returns early, the unfinished problems dropped, when stop_requested says so.
-void decode_problems(SpeculativeDecoder& decoder, std::span<const Problem> problems, const GenerationOptions& generation,
-                     int32_t parallel, const std::function<void(DecodedProblem&&)>& on_done,
+void decode_problems(SpeculativeDecoder& decoder, std::span<const Problem> problems,
+                     const GenerationOptions& generation, int32_t parallel,
+                     const std::function<void(DecodedProblem&&)>& on_done,
                      const std::function<bool()>& stop_requested = {});
 
 }  // namespace klspec

@@ -27,14 +27,16 @@ CalibrationMeasure parse_calibration_measure(const std::string& name) {
 
 std::map<std::string, AccuracyLoss> losses_against_vanilla(const std::vector<SweepExample>& examples,
                                                            std::span<const SweepPoint> points,
-                                                           std::span<const Problem> problems, CalibrationMeasure measure) {
+                                                           std::span<const Problem> problems,
+                                                           CalibrationMeasure measure) {
     std::map<std::pair<std::string, std::string>, const SweepExample*> result;  // (point, id) -> its example
     for (const SweepExample& e : examples) result[{e.point, e.id}] = &e;
     const auto results = [&](const std::string& point) {
         std::vector<const SweepExample*> v;
         for (const Problem& p : problems) {
             const auto it = result.find({point, p.id});
-            if (it == result.end()) throw Error(fmt::format("calibration: {} has no result for problem {}", point, p.id));
+            if (it == result.end())
+                throw Error(fmt::format("calibration: {} has no result for problem {}", point, p.id));
             v.push_back(it->second);
         }
         return v;
@@ -63,7 +65,8 @@ std::map<std::string, AccuracyLoss> losses_against_vanilla(const std::vector<Swe
 }
 
 std::optional<size_t> pick_within_budget(const std::vector<PointSummary>& summaries,
-                                         const std::map<std::string, AccuracyLoss>& losses, double max_loss, bool strict) {
+                                         const std::map<std::string, AccuracyLoss>& losses, double max_loss,
+                                         bool strict) {
     std::optional<size_t> best;
     for (size_t i = 0; i < summaries.size(); ++i) {
         const auto it = losses.find(summaries[i].point);

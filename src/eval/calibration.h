@@ -38,7 +38,8 @@ std::map<std::string, AccuracyLoss> losses_against_vanilla(const std::vector<Swe
 // Of `summaries` (vanilla first), the index of the point with the highest MAT whose loss is at most
 // max_loss (strict: the upper end of its confidence interval); nullopt when none is.
 std::optional<size_t> pick_within_budget(const std::vector<PointSummary>& summaries,
-                                         const std::map<std::string, AccuracyLoss>& losses, double max_loss, bool strict);
+                                         const std::map<std::string, AccuracyLoss>& losses, double max_loss,
+                                         bool strict);
 
 // When none is within the budget: the index of the point whose loss (strict: the upper end of its interval)
 // is smallest, the higher MAT on a tie; nullopt when no point has a loss.

@@ -33,9 +33,12 @@ std::vector<Problem> read_problems(const std::string& path, size_t limit) {
         if (row.contains("id")) problem.id = row["id"].is_string() ? row["id"].get<std::string>() : row["id"].dump();
         if (row.contains("final")) {
             const nlohmann::json& final_answer = row["final"];
-            if (final_answer.is_number_integer()) problem.gold = std::to_string(final_answer.get<int64_t>());
-            else if (final_answer.is_string()) problem.gold = final_answer.get<std::string>();
-            else throw bad("\"final\" must be an integer or a string");
+            if (final_answer.is_number_integer())
+                problem.gold = std::to_string(final_answer.get<int64_t>());
+            else if (final_answer.is_string())
+                problem.gold = final_answer.get<std::string>();
+            else
+                throw bad("\"final\" must be an integer or a string");
         }
         if (row.contains("scorer")) {
             if (!row["scorer"].is_string()) throw bad("\"scorer\" must be a string");
@@ -78,8 +81,10 @@ std::string non_finite_as_null(std::string_view line) {
     for (size_t i = 0; i < line.size(); ++i) {
         const char c = line[i];
         if (in_string) {
-            if (c == '\\' && i + 1 < line.size()) out += line[i++];
-            else if (c == '"') in_string = false;
+            if (c == '\\' && i + 1 < line.size())
+                out += line[i++];
+            else if (c == '"')
+                in_string = false;
         } else if (c == '"') {
             in_string = true;
         } else {
@@ -119,7 +124,11 @@ void for_each_row(const std::string& path, OnRow on_row) {
 }
 
 Problem code_problem(const nlohmann::json& id, std::string prompt, CodeTests tests, const std::string& dataset) {
-    return {id.is_string() ? id.get<std::string>() : id.dump(), std::move(prompt), std::nullopt, Scorer::Gsm8k, dataset,
+    return {id.is_string() ? id.get<std::string>() : id.dump(),
+            std::move(prompt),
+            std::nullopt,
+            Scorer::Gsm8k,
+            dataset,
             std::move(tests)};
 }
 
@@ -129,15 +138,16 @@ CodeTests livecodebench_tests(const nlohmann::json& row) {
     for (const nlohmann::json& test : row.at("public_test_cases")) {
         const std::string type = test.at("testtype").get<std::string>();
         if (type != "stdin" && type != "functional") throw Error(fmt::format("unknown testtype '{}'", type));
-        tests.io_tests.push_back({test.at("input").get<std::string>(), test.at("output").get<std::string>(),
-                                  type == "functional"});
+        tests.io_tests.push_back(
+            {test.at("input").get<std::string>(), test.at("output").get<std::string>(), type == "functional"});
     }
     if (tests.io_tests.empty()) throw Error("no public_test_cases");
     if (tests.io_tests.front().functional) {
         static const std::regex method(R"(def\s+(\w+)\s*\(\s*self)");
         const std::string starter = row.at("starter_code").get<std::string>();
         std::smatch match;
-        if (!std::regex_search(starter, match, method)) throw Error("functional tests without a method in starter_code");
+        if (!std::regex_search(starter, match, method))
+            throw Error("functional tests without a method in starter_code");
         tests.entry_point = match[1];
     }
     return tests;
@@ -157,64 +167,83 @@ std::vector<Problem> load_dataset(const std::string& name_or_path, const std::st
                                   const std::string& split) {
     std::vector<Problem> problems;
     if (name_or_path == "gsm8k") {
-        for_each_row(data_dir + "/gsm8k/" + split + ".jsonl", [&](size_t index, const nlohmann::json& row, std::string_view) {
-            const std::string answer = row.at("answer").get<std::string>();
-            const size_t marker = answer.rfind("#### ");
-            if (marker == std::string::npos) throw Error("GSM8K answer without \"#### \"");
-            std::string gold = answer.substr(marker + 5);
-            std::erase_if(gold, [](char c) { return c == ',' || c == '$'; });
-            problems.push_back({std::to_string(index), row.at("question").get<std::string>(), gold, Scorer::Gsm8k, "gsm8k"});
-        });
+        for_each_row(
+            data_dir + "/gsm8k/" + split + ".jsonl", [&](size_t index, const nlohmann::json& row, std::string_view) {
+                const std::string answer = row.at("answer").get<std::string>();
+                const size_t marker = answer.rfind("#### ");
+                if (marker == std::string::npos) throw Error("GSM8K answer without \"#### \"");
+                std::string gold = answer.substr(marker + 5);
+                std::erase_if(gold, [](char c) { return c == ',' || c == '$'; });
+                problems.push_back(
+                    {std::to_string(index), row.at("question").get<std::string>(), gold, Scorer::Gsm8k, "gsm8k"});
+            });
     } else if (name_or_path == "mmlu-pro") {
-        for_each_row(data_dir + "/mmlu_pro/" + split + ".jsonl", [&](size_t, const nlohmann::json& row, std::string_view) {
-            problems.push_back({row.at("question_id").dump(), mmlu_pro_question(row), row.at("answer").get<std::string>(),
-                                Scorer::MmluPro, row.at("category").get<std::string>()});
-        });
+        for_each_row(data_dir + "/mmlu_pro/" + split + ".jsonl",
+                     [&](size_t, const nlohmann::json& row, std::string_view) {
+                         problems.push_back({row.at("question_id").dump(), mmlu_pro_question(row),
+                                             row.at("answer").get<std::string>(), Scorer::MmluPro,
+                                             row.at("category").get<std::string>()});
+                     });
     } else if (name_or_path == "math500" || name_or_path == "math500-hard") {
         // MATH-500-Hard is the file of its 134 Level-5 rows.
         const std::string file = name_or_path == "math500" ? split : split + "_level5";
-        for_each_row(data_dir + "/math500/" + file + ".jsonl", [&](size_t, const nlohmann::json& row, std::string_view) {
-            problems.push_back({row.at("unique_id").get<std::string>(), row.at("problem").get<std::string>(),
-                                row.at("answer").get<std::string>(), Scorer::Math, name_or_path});
-        });
+        for_each_row(
+            data_dir + "/math500/" + file + ".jsonl", [&](size_t, const nlohmann::json& row, std::string_view) {
+                problems.push_back({row.at("unique_id").get<std::string>(), row.at("problem").get<std::string>(),
+                                    row.at("answer").get<std::string>(), Scorer::Math, name_or_path});
+            });
     } else if (name_or_path == "humaneval") {
-        for_each_row(data_dir + "/humaneval/HumanEval.jsonl.gz", [&](size_t, const nlohmann::json& row, std::string_view) {
-            CodeTests tests{CodeBenchmark::HumanEval, row.at("entry_point").get<std::string>(),
-                            row.at("test").get<std::string>(), row.at("canonical_solution").get<std::string>(), "", {},
-                            row.at("prompt").get<std::string>()};
-            problems.push_back(code_problem(row.at("task_id"), row.at("prompt").get<std::string>(), std::move(tests),
-                                            name_or_path));
-        });
+        for_each_row(data_dir + "/humaneval/HumanEval.jsonl.gz",
+                     [&](size_t, const nlohmann::json& row, std::string_view) {
+                         CodeTests tests{CodeBenchmark::HumanEval,
+                                         row.at("entry_point").get<std::string>(),
+                                         row.at("test").get<std::string>(),
+                                         row.at("canonical_solution").get<std::string>(),
+                                         "",
+                                         {},
+                                         row.at("prompt").get<std::string>()};
+                         problems.push_back(code_problem(row.at("task_id"), row.at("prompt").get<std::string>(),
+                                                         std::move(tests), name_or_path));
+                     });
     } else if (name_or_path == "mbpp-plus") {
         for_each_row(data_dir + "/mbpp_plus/MbppPlus-v0.1.0.jsonl", [&](size_t, const nlohmann::json& row,
-                                                                       std::string_view line) {
-            CodeTests tests{CodeBenchmark::MbppPlus, row.at("entry_point").get<std::string>(), "",
-                            row.at("canonical_solution").get<std::string>(), std::string(line), {}, ""};
+                                                                        std::string_view line) {
+            CodeTests tests{CodeBenchmark::MbppPlus,
+                            row.at("entry_point").get<std::string>(),
+                            "",
+                            row.at("canonical_solution").get<std::string>(),
+                            std::string(line),
+                            {},
+                            ""};
             const nlohmann::json& plus_input = row.at("plus_input");  // Mbpp/793 has {}: no plus inputs
-            if (!row.at("base_input").is_array() || !(plus_input.is_array() || plus_input == nlohmann::json::object()) ||
-                !row.at("atol").is_number())
+            if (!row.at("base_input").is_array() ||
+                !(plus_input.is_array() || plus_input == nlohmann::json::object()) || !row.at("atol").is_number())
                 throw Error("base_input and plus_input must be arrays and atol a number");
             // EvalPlus's instruction prompt (evalplus/codegen.py) around the task text and its example assert.
             const std::string task = row.at("prompt").get<std::string>();
-            const std::string prompt = "Please provide a self-contained Python script that solves the following problem "
-                                       "in a markdown code block:\n```\n" + std::string(strip(task)) + "\n```\n";
+            const std::string prompt =
+                "Please provide a self-contained Python script that solves the following problem "
+                "in a markdown code block:\n```\n" +
+                std::string(strip(task)) + "\n```\n";
             problems.push_back(code_problem(row.at("task_id"), prompt, std::move(tests), name_or_path));
         });
     } else if (name_or_path == "livecodebench") {
         for_each_row(data_dir + "/livecodebench_public_only/lcb_2408_2502_279_merged_public_tests.jsonl",
                      [&](size_t, const nlohmann::json& row, std::string_view) {
-            std::string prompt = row.value("prompt", "");
-            if (prompt.empty()) {
-                const std::string starter = row.at("starter_code").get<std::string>();
-                prompt = row.at("question_content").get<std::string>() + (starter.empty() ? "" : "\n\n" + starter);
-            }
-            problems.push_back(code_problem(row.at("question_id"), std::move(prompt), livecodebench_tests(row),
-                                            name_or_path));
-        });
+                         std::string prompt = row.value("prompt", "");
+                         if (prompt.empty()) {
+                             const std::string starter = row.at("starter_code").get<std::string>();
+                             prompt = row.at("question_content").get<std::string>() +
+                                      (starter.empty() ? "" : "\n\n" + starter);
+                         }
+                         problems.push_back(code_problem(row.at("question_id"), std::move(prompt),
+                                                         livecodebench_tests(row), name_or_path));
+                     });
     } else if (name_or_path.find('/') == std::string::npos && name_or_path.find('.') == std::string::npos) {
-        throw Error(fmt::format("unknown dataset '{}' (gsm8k, mmlu-pro, math500, math500-hard, humaneval, mbpp-plus, "
-                                "livecodebench, or a JSONL file)",
-                                name_or_path));
+        throw Error(
+            fmt::format("unknown dataset '{}' (gsm8k, mmlu-pro, math500, math500-hard, humaneval, mbpp-plus, "
+                        "livecodebench, or a JSONL file)",
+                        name_or_path));
     } else {
         return read_problems(name_or_path);
     }
@@ -242,7 +271,8 @@ std::vector<Problem> seeded_subset(std::vector<Problem> problems, size_t size) {
 
 std::vector<Problem> DatasetChoice::load() const {
     std::vector<Problem> problems = load_dataset(name_or_path, data_dir, split);
-    if (!full_split && split == "test") problems = seeded_subset(std::move(problems), default_subset_size(name_or_path));
+    if (!full_split && split == "test")
+        problems = seeded_subset(std::move(problems), default_subset_size(name_or_path));
     if (skip >= problems.size() && skip > 0)
         throw Error(fmt::format("--skip {} leaves none of the {} problems of {}", skip, problems.size(), name_or_path));
     problems.erase(problems.begin(), problems.begin() + static_cast<std::ptrdiff_t>(skip));

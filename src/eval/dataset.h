@@ -37,12 +37,12 @@ struct CodeTests {
 };
 
 struct Problem {
-    std::string id;                    // the row's "id" when it has one, else its 0-based line number
-    std::string prompt;                // "question"
-    std::optional<std::string> gold;   // "final" (an integer or a string); absent: not scored
-    Scorer scorer = Scorer::Gsm8k;     // "scorer", gsm8k by default
-    std::string family;                // "family" when given (testbed), else empty
-    std::optional<CodeTests> code{};   // code benchmarks: scored by running the tests, not against `gold`
+    std::string id;                   // the row's "id" when it has one, else its 0-based line number
+    std::string prompt;               // "question"
+    std::optional<std::string> gold;  // "final" (an integer or a string); absent: not scored
+    Scorer scorer = Scorer::Gsm8k;    // "scorer", gsm8k by default
+    std::string family;               // "family" when given (testbed), else empty
+    std::optional<CodeTests> code{};  // code benchmarks: scored by running the tests, not against `gold`
 };
 
 // Reads at most `limit` problems (0: all). Throws klspec::Error naming the file and line of a bad row.
@@ -77,9 +77,9 @@ struct DatasetChoice {
     std::string name_or_path;
     std::string data_dir = "../shared/datasets";
     std::string split = "test";
-    size_t skip = 0;           // problems left out first, after the subset
-    size_t limit = 0;          // 0: all; applied after the subset and the skip
-    bool full_split = false;   // the whole split instead of the default subset (test split only)
+    size_t skip = 0;          // problems left out first, after the subset
+    size_t limit = 0;         // 0: all; applied after the subset and the skip
+    bool full_split = false;  // the whole split instead of the default subset (test split only)
     // The chosen problems: the split (its default subset unless full_split), less the first `skip`, then
     // the first `limit`.
     std::vector<Problem> load() const;

@@ -142,11 +142,13 @@ std::string definitions_only(const std::string& code) {
            "        raise error\n"
            "def _klspec_definitions(source):\n"
            "    tree = _klspec_parse(source)\n"
-           "    kept = (_klspec_ast.Import, _klspec_ast.ImportFrom, _klspec_ast.FunctionDef, _klspec_ast.AsyncFunctionDef,\n"
+           "    kept = (_klspec_ast.Import, _klspec_ast.ImportFrom, _klspec_ast.FunctionDef, "
+           "_klspec_ast.AsyncFunctionDef,\n"
            "            _klspec_ast.ClassDef, _klspec_ast.Assign, _klspec_ast.AnnAssign)\n"
            "    tree.body = [node for node in tree.body if isinstance(node, kept)]\n"
            "    return compile(tree, '<answer>', 'exec')\n"
-           "exec(_klspec_definitions(" + nlohmann::json(code).dump() + "))\n";
+           "exec(_klspec_definitions(" +
+           nlohmann::json(code).dump() + "))\n";
 }
 
 std::vector<std::string_view> stripped_lines(std::string_view text) {
@@ -169,7 +171,9 @@ std::string failure(const SandboxResult& run) {
     return fmt::format("fail: {:.200}", lines.back());
 }
 
-ScoredOutput verdict(const SandboxResult& run) { return run.succeeded() ? ScoredOutput{"pass", true} : ScoredOutput{failure(run), false}; }
+ScoredOutput verdict(const SandboxResult& run) {
+    return run.succeeded() ? ScoredOutput{"pass", true} : ScoredOutput{failure(run), false};
+}
 
 // HumanEval: the prompt, then the completion. A completion that defines the entry point itself (a chat
 // answer) still gets the prompt first, for the imports and helpers it defines (the prompt's stub, a
@@ -186,7 +190,8 @@ ScoredOutput run_livecodebench(const CodeTests& tests, const std::string& code) 
     const std::string program = std::string(kLiveCodeBenchHeader) + code;
     if (!tests.entry_point.empty()) {
         nlohmann::json spec{{"method", tests.entry_point}, {"tests", nlohmann::json::array()}};
-        for (const IoTest& test : tests.io_tests) spec["tests"].push_back({{"input", test.input}, {"output", test.output}});
+        for (const IoTest& test : tests.io_tests)
+            spec["tests"].push_back({{"input", test.input}, {"output", test.output}});
         return verdict(run_python_sandboxed(program + std::string(kFunctionalHarness), spec.dump(), limits));
     }
     for (size_t i = 0; i < tests.io_tests.size(); ++i) {

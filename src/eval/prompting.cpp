@@ -69,11 +69,11 @@ std::vector<Exemplar> mmlu_pro_exemplars(const std::string& data_dir, const std:
 // One benchmark's conventions. Plain prompts follow the benchmark's usual few-shot format; chat prompts
 // carry the instruction in the user turn.
 struct Convention {
-    std::string instruction;           // chat: before the question; plain: the prompt's head (may be empty)
-    std::string question_prefix;       // plain: before each question
-    std::string answer_prefix;         // plain: after each question
-    int default_few_shot = 0;          // plain prompts
-    std::vector<std::string> stops;    // plain prompts (under a chat template the turn's end stops it)
+    std::string instruction;         // chat: before the question; plain: the prompt's head (may be empty)
+    std::string question_prefix;     // plain: before each question
+    std::string answer_prefix;       // plain: after each question
+    int default_few_shot = 0;        // plain prompts
+    std::vector<std::string> stops;  // plain prompts (under a chat template the turn's end stops it)
     // Chat: EvalPlus's instruct prompt (evalplus/provider/utility.py, make_raw_chat_prompt), with which the
     // Qwen2.5-Coder report and EvalPlus's leaderboard score instruct models: the task fenced after the
     // instruction, the assistant's turn opened with kEvalPlusResponse, the answer ending at the code's fence.
@@ -92,15 +92,31 @@ constexpr std::string_view kEvalPlusResponse =
 Convention convention_of(const std::string& dataset, const std::string& family) {
     if (dataset == "gsm8k")
         return {"Solve the math problem step by step. End with \"The answer is N.\" where N is the final number.",
-                "Question: ", "\nAnswer:", 8, {"\n\nQuestion:"}, false, "The answer is"};
+                "Question: ",
+                "\nAnswer:",
+                8,
+                {"\n\nQuestion:"},
+                false,
+                "The answer is"};
     if (dataset == "mmlu-pro")
-        return {fmt::format("The following are multiple choice questions (with answers) about {}. Think step by step and "
-                            "then finish your answer with \"the answer is (X)\" where X is the correct letter choice.",
-                            family),
-                "Question: ", "\nAnswer: Let's think step by step.", 5, {"\n\nQuestion:"}, false, "answer is"};
+        return {
+            fmt::format("The following are multiple choice questions (with answers) about {}. Think step by step and "
+                        "then finish your answer with \"the answer is (X)\" where X is the correct letter choice.",
+                        family),
+            "Question: ",
+            "\nAnswer: Let's think step by step.",
+            5,
+            {"\n\nQuestion:"},
+            false,
+            "answer is"};
     if (dataset == "math500" || dataset == "math500-hard")
-        return {"Solve the problem step by step, and put your final answer within \\boxed{}.", "Problem:\n",
-                "\n\nSolution:", 0, {"\n\nProblem:"}, false, "\\boxed{"};
+        return {"Solve the problem step by step, and put your final answer within \\boxed{}.",
+                "Problem:\n",
+                "\n\nSolution:",
+                0,
+                {"\n\nProblem:"},
+                false,
+                "\\boxed{"};
     if (dataset == "humaneval")  // plain: the prompt is continued as code; Codex's stop sequences end the function
         return {"", "", "", 0, {"\nclass ", "\ndef ", "\n#", "\nif __name__", "\nprint("}, true};
     if (dataset == "mbpp-plus")  // the prompt holds EvalPlus's instruction already
@@ -153,7 +169,9 @@ PromptFormat format_prompts(std::vector<Problem>& problems, const std::string& d
         if (dataset == "mmlu-pro" && format.few_shot > 0) {
             auto it = mmlu_shots.find(problem.family);
             if (it == mmlu_shots.end())
-                it = mmlu_shots.emplace(problem.family, mmlu_pro_exemplars(data_dir, problem.family, size_t(format.few_shot))).first;
+                it = mmlu_shots
+                         .emplace(problem.family, mmlu_pro_exemplars(data_dir, problem.family, size_t(format.few_shot)))
+                         .first;
             shots = it->second;
         }
         if (format.chat) {

@@ -16,8 +16,8 @@ enum class ChatMode { Auto, On, Off };
 ChatMode parse_chat_mode(const std::string& text);  // auto, on, off
 
 struct PromptOptions {
-    ChatMode chat = ChatMode::Auto;   // auto: the chat template when the target GGUF has one
-    std::optional<int> few_shot;      // exemplars; default: GSM8K 8, MMLU-Pro 5 in plain prompts, else 0
+    ChatMode chat = ChatMode::Auto;  // auto: the chat template when the target GGUF has one
+    std::optional<int> few_shot;     // exemplars; default: GSM8K 8, MMLU-Pro 5 in plain prompts, else 0
 };
 
 // What format_prompts did, for the run's settings and report.

@@ -4,11 +4,11 @@
 #include <grp.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/syscall.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,7 +29,7 @@ namespace klspec {
 namespace {
 
 constexpr const char* kPython = "/usr/bin/python3";  // Debian's: never a pyenv or venv shim on PATH
-constexpr const char* kSandboxDir = "/tmp/sandbox";   // the program's cwd inside the sandbox
+constexpr const char* kSandboxDir = "/tmp/sandbox";  // the program's cwd inside the sandbox
 // Started as root, each sandbox runs as a uid of its own, kSandboxUidBase + its reaper's pid (no account
 // has one: nothing on the host belongs to it), so one sandbox's fork bomb exhausts RLIMIT_NPROC, which
 // the kernel counts per uid, for itself alone and never for a sandbox running beside it.
@@ -45,8 +45,9 @@ std::string find_bwrap() {
         if (access(candidate.c_str(), X_OK) == 0) return candidate;
         dirs = colon == std::string_view::npos ? std::string_view() : dirs.substr(colon + 1);
     }
-    throw Error("bubblewrap (bwrap) is not installed: code benchmarks run their tests in its sandbox "
-                "(apt-get install bubblewrap)");
+    throw Error(
+        "bubblewrap (bwrap) is not installed: code benchmarks run their tests in its sandbox "
+        "(apt-get install bubblewrap)");
 }
 
 // Where run directories are made: the temporary directory (TMPDIR), if the program's uid can reach it. Started
@@ -133,7 +134,8 @@ volatile sig_atomic_t sandbox_group = 0, timeout_requested = 0;
         limit(RLIMIT_FSIZE, limits.file_bytes, limits.file_bytes);
         limit(RLIMIT_NPROC, limits.processes, limits.processes);
         limit(RLIMIT_CORE, 0, 0);
-        if (getuid() == 0 && (setgroups(0, nullptr) != 0 || setgid(kNogroup) != 0 || setuid(sandbox_uid) != 0)) _exit(126);
+        if (getuid() == 0 && (setgroups(0, nullptr) != 0 || setgid(kNogroup) != 0 || setuid(sandbox_uid) != 0))
+            _exit(126);
         execve(argv[0], argv.data(), env.data());
         _exit(127);
     }
@@ -164,14 +166,16 @@ bool read_some(int fd, std::string& text, size_t cap, bool& truncated) {
 
 SandboxResult run_once(const std::string& bwrap, std::string_view program, std::string_view stdin_text,
                        const SandboxLimits& limits) {
-    if (access(kPython, X_OK) != 0) throw Error(fmt::format("{} is missing: code benchmarks need Debian's python3", kPython));
+    if (access(kPython, X_OK) != 0)
+        throw Error(fmt::format("{} is missing: code benchmarks need Debian's python3", kPython));
     RunDirectory dir;
     std::ofstream(dir.path() + "/main.py", std::ios::binary) << program;
 
-    std::vector<std::string> args = {bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--remount-ro", "/dev",
-                                     "--proc", "/proc", "--tmpfs", "/tmp", "--bind", dir.path(), kSandboxDir,
-                                     "--remount-ro", "/tmp", "--chdir", kSandboxDir, "--unshare-all",
-                                     "--die-with-parent", kPython, "-s", "main.py"};
+    std::vector<std::string> args = {
+        bwrap,       "--ro-bind",    "/",      "/",       "--dev",     "/dev",          "--remount-ro",
+        "/dev",      "--proc",       "/proc",  "--tmpfs", "/tmp",      "--bind",        dir.path(),
+        kSandboxDir, "--remount-ro", "/tmp",   "--chdir", kSandboxDir, "--unshare-all", "--die-with-parent",
+        kPython,     "-s",           "main.py"};
     // A fixed hash seed: set iteration order, and so any output that depends on it, is reproducible.
     std::vector<std::string> environment = {"PATH=/usr/bin:/bin", "LANG=C.UTF-8", "PYTHONHASHSEED=0",
                                             "PYTHONDONTWRITEBYTECODE=1", fmt::format("HOME={}", kSandboxDir)};
@@ -185,7 +189,8 @@ SandboxResult run_once(const std::string& bwrap, std::string_view program, std::
 
     // stdin is a socket so that writing after the program closed it fails with EPIPE, not SIGPIPE.
     int stdin_pair[2], stdout_pipe[2], stderr_pipe[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, stdin_pair) != 0) throw Error("cannot create a sandbox pipe");
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, stdin_pair) != 0)
+        throw Error("cannot create a sandbox pipe");
     Fd stdin_parent{stdin_pair[0]}, stdin_child{stdin_pair[1]};
     if (pipe2(stdout_pipe, O_CLOEXEC) != 0) throw Error("cannot create a sandbox pipe");
     Fd stdout_parent{stdout_pipe[0]}, stdout_child{stdout_pipe[1]};
@@ -228,8 +233,8 @@ SandboxResult run_once(const std::string& bwrap, std::string_view program, std::
         if (poll(fds.data(), fds.size(), static_cast<int>(wait_ms)) < 0 && errno != EINTR)
             throw Error("poll failed while running the sandbox");
         if (fds[0].revents) exited = true;
-        for (auto [index, fd, text] : {std::tuple{1, &stdout_parent, &result.stdout_text},
-                                       std::tuple{2, &stderr_parent, &result.stderr_text}}) {
+        for (auto [index, fd, text] :
+             {std::tuple{1, &stdout_parent, &result.stdout_text}, std::tuple{2, &stderr_parent, &result.stderr_text}}) {
             if (fds[index].revents && !read_some(fd->fd, *text, limits.output_bytes, result.output_truncated))
                 fd->reset();
         }
@@ -253,8 +258,7 @@ SandboxResult run_once(const std::string& bwrap, std::string_view program, std::
 
 }  // namespace
 
-SandboxResult run_python_sandboxed(std::string_view program, std::string_view stdin_text,
-                                   const SandboxLimits& limits) {
+SandboxResult run_python_sandboxed(std::string_view program, std::string_view stdin_text, const SandboxLimits& limits) {
     // Once per process: a sandbox that cannot start (no user namespaces, an unreadable temp dir) must be an
     // error, not every solution scored as failing.
     static const std::string bwrap = find_bwrap();

@@ -24,8 +24,8 @@ struct SandboxLimits {
 };
 
 struct SandboxResult {
-    int exit_code = -1;   // the program's exit status (when it was not killed)
-    int signal = 0;       // the signal that ended it (bwrap reports the program's as status 128 + N), 0: none
+    int exit_code = -1;  // the program's exit status (when it was not killed)
+    int signal = 0;      // the signal that ended it (bwrap reports the program's as status 128 + N), 0: none
     bool timed_out = false;
     std::string stdout_text;
     std::string stderr_text;

@@ -49,13 +49,15 @@ double parse_number(const std::string& text, const std::string& spec) {
     } catch (const std::exception&) {
         used = 0;
     }
-    if (used != text.size() || text.empty()) throw Error(fmt::format("sweep point '{}': '{}' is not a number", spec, text));
+    if (used != text.size() || text.empty())
+        throw Error(fmt::format("sweep point '{}': '{}' is not a number", spec, text));
     return value;
 }
 
 int32_t parse_count(const std::string& text, const std::string& spec) {
     const double value = parse_number(text, spec);
-    if (value != double(int32_t(value))) throw Error(fmt::format("sweep point '{}': '{}' is not an integer", spec, text));
+    if (value != double(int32_t(value)))
+        throw Error(fmt::format("sweep point '{}': '{}' is not an integer", spec, text));
     return int32_t(value);
 }
 
@@ -83,7 +85,8 @@ JudgeOptions point_options(const std::string& rule, const std::string& value, co
         options.threshold = parse_number(parts[1], spec);
     } else if (rule == "fsd" && value.find('/') != std::string::npos) {
         const std::vector<std::string> parts = split(value, '/');
-        if (parts.size() != 2) throw Error(fmt::format("sweep point '{}': fsd takes TAU or DIVERGENCE/TAU, e.g. js/0.1", spec));
+        if (parts.size() != 2)
+            throw Error(fmt::format("sweep point '{}': fsd takes TAU or DIVERGENCE/TAU, e.g. js/0.1", spec));
         options.divergence = parts[0];
         options.threshold = parse_number(parts[1], spec);
     } else if (!value.empty()) {
@@ -197,8 +200,8 @@ SweepStore::SweepStore(const std::string& dir, const nlohmann::json& settings, A
                 updated[key] = value;
                 continue;
             }
-            throw Error(fmt::format("{} holds a sweep with other settings ({}: {} there, {} now); use another --out", dir,
-                                    key, there.dump(), value.dump()));
+            throw Error(fmt::format("{} holds a sweep with other settings ({}: {} there, {} now); use another --out",
+                                    dir, key, there.dump(), value.dump()));
         }
         if (updated != old && access == Access::kResume) std::ofstream(settings_path) << updated.dump(2) << "\n";
     } else {
@@ -249,16 +252,17 @@ void SweepStore::append(SweepExample example) {
     examples_.push_back(std::move(example));
 }
 
-size_t missing_examples(const SweepStore& store, std::span<const SweepPoint> points, std::span<const Problem> problems) {
+size_t missing_examples(const SweepStore& store, std::span<const SweepPoint> points,
+                        std::span<const Problem> problems) {
     size_t missing = 0;
     for (const SweepPoint& point : points)
         for (const Problem& p : problems) missing += !store.done(point.label(), p.id);
     return missing;
 }
 
-void run_sweep_points(SpeculativeDecoder& decoder, const GenerationOptions& generation, std::span<const Problem> problems,
-                      std::span<const SweepPoint> points, int32_t parallel, SweepStore& store,
-                      const std::function<void(const SweepExample&)>& on_example) {
+void run_sweep_points(SpeculativeDecoder& decoder, const GenerationOptions& generation,
+                      std::span<const Problem> problems, std::span<const SweepPoint> points, int32_t parallel,
+                      SweepStore& store, const std::function<void(const SweepExample&)>& on_example) {
     std::vector<GenerationOptions> point_generation(points.size(), generation);
     for (size_t k = 0; k < points.size(); ++k) point_generation[k].judge = make_judge(points[k].judge);
     // Points take turns on small chunks of problems, so that a slow spell of a shared machine falls on
@@ -314,7 +318,8 @@ void rescore_examples(std::vector<SweepExample>& examples, std::span<const Probl
     for (SweepExample& e : examples) {
         const auto it = problem_of.find(e.id);
         if (it == problem_of.end())
-            throw Error(fmt::format("sweep: cannot rescore {}'s answer to {}: the dataset has no such problem", e.point, e.id));
+            throw Error(
+                fmt::format("sweep: cannot rescore {}'s answer to {}: the dataset has no such problem", e.point, e.id));
         const ScoredOutput verdict = score_output(*it->second, e.output);
         e.prediction = verdict.prediction.value_or("");
         e.correct = verdict.correct;
@@ -322,8 +327,8 @@ void rescore_examples(std::vector<SweepExample>& examples, std::span<const Probl
     }
 }
 
-std::vector<PointSummary> summarize_sweep(const std::vector<SweepPoint>& points, const std::vector<SweepExample>& examples,
-                                          AnswerKind kind) {
+std::vector<PointSummary> summarize_sweep(const std::vector<SweepPoint>& points,
+                                          const std::vector<SweepExample>& examples, AnswerKind kind) {
     std::vector<PointSummary> summaries;
     std::map<std::string, size_t> index_of;
     for (const SweepPoint& p : points) {
@@ -369,7 +374,8 @@ std::vector<PointSummary> summarize_sweep(const std::vector<SweepPoint>& points,
     return summaries;
 }
 
-std::map<std::string, const PointSummary*> best_within_loss(const std::vector<PointSummary>& summaries, double max_loss) {
+std::map<std::string, const PointSummary*> best_within_loss(const std::vector<PointSummary>& summaries,
+                                                            double max_loss) {
     std::map<std::string, const PointSummary*> best;
     if (summaries.empty()) return best;
     const double floor = summaries.front().accuracy() - max_loss - 1e-12;
@@ -389,14 +395,16 @@ std::string judge_span_note(const fs::path& settings_path) {
     const nlohmann::json settings = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
     const std::string span = settings.is_object() ? settings.value("judge_span", "all") : "all";
     if (span == "all")
-        return "\nJudge span all: the rules could relax any token, the paper's setting (MAT counts every emitted token, "
+        return "\nJudge span all: the rules could relax any token, the paper's setting (MAT counts every emitted "
+               "token, "
                "up to the stop string).\n";
     if (span.starts_with("until:"))
-        return fmt::format("\nJudge span {}: the rules relaxed only before the answer marker; the answer and what follows "
-                           "it are the target's own tokens (MAT counts every emitted token, up to the stop string).\n",
-                           span);
-    return fmt::format("\nJudge span {}: the rules relaxed only inside it; elsewhere every token is the target's own.\n",
-                       span);
+        return fmt::format(
+            "\nJudge span {}: the rules relaxed only before the answer marker; the answer and what follows "
+            "it are the target's own tokens (MAT counts every emitted token, up to the stop string).\n",
+            span);
+    return fmt::format(
+        "\nJudge span {}: the rules relaxed only inside it; elsewhere every token is the target's own.\n", span);
 }
 }  // namespace
 
@@ -404,7 +412,9 @@ std::string write_sweep_summary(const std::string& dir, const std::vector<PointS
     if (summaries.empty()) throw Error("sweep: nothing to summarise");
     const PointSummary& vanilla = summaries.front();
     const double vanilla_speed = vanilla.tokens_per_second();
-    const auto speedup = [&](const PointSummary& s) { return vanilla_speed > 0 ? s.tokens_per_second() / vanilla_speed : 0.0; };
+    const auto speedup = [&](const PointSummary& s) {
+        return vanilla_speed > 0 ? s.tokens_per_second() / vanilla_speed : 0.0;
+    };
 
     nlohmann::json points = nlohmann::json::array();
     std::vector<std::string> idle_points;   // points that relaxed nothing
@@ -413,39 +423,53 @@ std::string write_sweep_summary(const std::string& dir, const std::vector<PointS
     csv << "point,rule,value,examples,correct,accuracy,accuracy_change,accuracy_change_low,accuracy_change_high,mat,"
            "acceptance,relaxed,emitted,target_calls,tokens_per_second,speedup,judge_share,agreement,agreement_low,"
            "agreement_high\n";
-    table << "| rule | value | accuracy | Δ acc [95 % CI] | MAT | acceptance | relaxed | tokens/s | speedup | judge time "
-          << (kind == AnswerKind::kTestOutcome ? "| same test outcome as vanilla [95 % CI] |\n"
-                                               : "| same answer as vanilla [95 % CI] |\n")
-          << "|---|---|---|---|---|---|---|---|---|---|---|\n";
+    table
+        << "| rule | value | accuracy | Δ acc [95 % CI] | MAT | acceptance | relaxed | tokens/s | speedup | judge time "
+        << (kind == AnswerKind::kTestOutcome ? "| same test outcome as vanilla [95 % CI] |\n"
+                                             : "| same answer as vanilla [95 % CI] |\n")
+        << "|---|---|---|---|---|---|---|---|---|---|---|\n";
     for (const PointSummary& s : summaries) {
         const double change = s.accuracy() - vanilla.accuracy();
         // The interval of the paired change (−loss; 0 − x, as −0.0 would print "-0.0"); vanilla's is the point.
         const double change_low = s.loss_against_vanilla ? 0.0 - s.loss_against_vanilla->high : change;
         const double change_high = s.loss_against_vanilla ? 0.0 - s.loss_against_vanilla->low : change;
-        const std::string change_text =
-            s.loss_against_vanilla ? fmt::format("{:+.1f} [{:+.1f}, {:+.1f}]", 100 * change, 100 * change_low, 100 * change_high)
-                                   : fmt::format("{:+.1f}", 100 * change);
+        const std::string change_text = s.loss_against_vanilla ? fmt::format("{:+.1f} [{:+.1f}, {:+.1f}]", 100 * change,
+                                                                             100 * change_low, 100 * change_high)
+                                                               : fmt::format("{:+.1f}", 100 * change);
         // Vanilla agrees with itself.
         const Proportion agreement = s.agreement_with_vanilla.value_or(Proportion{1.0, 1.0, 1.0, s.examples});
-        const std::string agreement_text =
-            s.agreement_with_vanilla ? fmt::format("{:.1f} % [{:.1f}, {:.1f}]", 100 * agreement.value, 100 * agreement.low,
-                                                   100 * agreement.high)
-                                     : "—";
-        points.push_back({{"point", s.point}, {"rule", s.rule}, {"value", s.value}, {"examples", s.examples},
-                          {"correct", s.correct}, {"accuracy", s.accuracy()}, {"accuracy_change", change},
-                          {"accuracy_change_low", change_low}, {"accuracy_change_high", change_high},
-                          {"mat", s.totals.mat()}, {"acceptance", s.totals.acceptance_rate()},
-                          {"relaxed", s.totals.relaxed_accepted}, {"emitted", s.totals.emitted},
-                          {"target_calls", s.totals.target_calls}, {"wall_seconds", s.wall_seconds},
-                          {"tokens_per_second", s.tokens_per_second()}, {"speedup", speedup(s)},
-                          {"judge_share", s.judge_share()}, {"agreement", agreement.value},
-                          {"agreement_low", agreement.low}, {"agreement_high", agreement.high}});
-        csv << fmt::format("{},{},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.3f},{:.4f},{},{},{},{:.1f},{:.3f},{:.5f},{:.4f},{:.4f},"
-                           "{:.4f}\n",
-                           s.point, s.rule, s.value, s.examples, s.correct, s.accuracy(), change, change_low, change_high,
-                           s.totals.mat(), s.totals.acceptance_rate(), s.totals.relaxed_accepted, s.totals.emitted,
-                           s.totals.target_calls, s.tokens_per_second(), speedup(s), s.judge_share(), agreement.value,
-                           agreement.low, agreement.high);
+        const std::string agreement_text = s.agreement_with_vanilla
+                                               ? fmt::format("{:.1f} % [{:.1f}, {:.1f}]", 100 * agreement.value,
+                                                             100 * agreement.low, 100 * agreement.high)
+                                               : "—";
+        points.push_back({{"point", s.point},
+                          {"rule", s.rule},
+                          {"value", s.value},
+                          {"examples", s.examples},
+                          {"correct", s.correct},
+                          {"accuracy", s.accuracy()},
+                          {"accuracy_change", change},
+                          {"accuracy_change_low", change_low},
+                          {"accuracy_change_high", change_high},
+                          {"mat", s.totals.mat()},
+                          {"acceptance", s.totals.acceptance_rate()},
+                          {"relaxed", s.totals.relaxed_accepted},
+                          {"emitted", s.totals.emitted},
+                          {"target_calls", s.totals.target_calls},
+                          {"wall_seconds", s.wall_seconds},
+                          {"tokens_per_second", s.tokens_per_second()},
+                          {"speedup", speedup(s)},
+                          {"judge_share", s.judge_share()},
+                          {"agreement", agreement.value},
+                          {"agreement_low", agreement.low},
+                          {"agreement_high", agreement.high}});
+        csv << fmt::format(
+            "{},{},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.3f},{:.4f},{},{},{},{:.1f},{:.3f},{:.5f},{:.4f},{:.4f},"
+            "{:.4f}\n",
+            s.point, s.rule, s.value, s.examples, s.correct, s.accuracy(), change, change_low, change_high,
+            s.totals.mat(), s.totals.acceptance_rate(), s.totals.relaxed_accepted, s.totals.emitted,
+            s.totals.target_calls, s.tokens_per_second(), speedup(s), s.judge_share(), agreement.value, agreement.low,
+            agreement.high);
         // A rule that never fired at this setting (FLy's entropy gate at θ 0.5 on MMLU-Pro) decodes as vanilla does:
         // flagged, so that its point is not read as a measured trade-off.
         const bool relaxed_nothing = s.rule != "vanilla" && s.totals.relaxed_accepted == 0;
@@ -456,15 +480,17 @@ std::string write_sweep_summary(const std::string& dir, const std::vector<PointS
         const bool other_runs = s.runs != vanilla.runs || s.runs.size() > 1;
         points.back()["runs"] = s.runs;
         if (other_runs) mixed_points.push_back(s.point);
-        table << fmt::format("| {} | {} | {:.1f} % | {} | {:.2f} | {:.1f} % | {}{} | {:.1f}{} | {:.2f}× | {:.2f} % | {} |\n",
-                             s.rule, s.value.empty() ? "—" : s.value, 100 * s.accuracy(), change_text, s.totals.mat(),
-                             100 * s.totals.acceptance_rate(), s.totals.relaxed_accepted, relaxed_nothing ? " ⚠" : "",
-                             s.tokens_per_second(), other_runs ? " †" : "", speedup(s), 100 * s.judge_share(),
-                             agreement_text);
+        table << fmt::format(
+            "| {} | {} | {:.1f} % | {} | {:.2f} | {:.1f} % | {}{} | {:.1f}{} | {:.2f}× | {:.2f} % | {} |\n", s.rule,
+            s.value.empty() ? "—" : s.value, 100 * s.accuracy(), change_text, s.totals.mat(),
+            100 * s.totals.acceptance_rate(), s.totals.relaxed_accepted, relaxed_nothing ? " ⚠" : "",
+            s.tokens_per_second(), other_runs ? " †" : "", speedup(s), 100 * s.judge_share(), agreement_text);
     }
     if (!mixed_points.empty())
-        table << fmt::format("\n† tokens/s from other runs than vanilla's (another machine or day: {}), not comparable: "
-                             "{}\n", fmt::join(vanilla.runs, "; "), fmt::join(mixed_points, ", "));
+        table << fmt::format(
+            "\n† tokens/s from other runs than vanilla's (another machine or day: {}), not comparable: "
+            "{}\n",
+            fmt::join(vanilla.runs, "; "), fmt::join(mixed_points, ", "));
     if (!idle_points.empty())
         table << fmt::format("\n⚠ relaxed nothing, so decoded as vanilla: {} (the rule never fired at that setting)\n",
                              fmt::join(idle_points, ", "));
@@ -472,13 +498,15 @@ std::string write_sweep_summary(const std::string& dir, const std::vector<PointS
     nlohmann::json best = nlohmann::json::object();
     table << "\nBest MAT within 1 point of vanilla's accuracy:";
     for (const auto& [rule, s] : best_within_loss(summaries, 0.01)) {
-        best[rule] = {{"point", s->point}, {"mat", s->totals.mat()}, {"accuracy", s->accuracy()}, {"speedup", speedup(*s)}};
+        best[rule] = {
+            {"point", s->point}, {"mat", s->totals.mat()}, {"accuracy", s->accuracy()}, {"speedup", speedup(*s)}};
         table << fmt::format(" {} {:.2f} ({});", rule, s->totals.mat(), s->point);
     }
     table << "\n";
 
     const fs::path root(dir);
-    std::ofstream(root / "summary.json") << nlohmann::json{{"points", points}, {"best_mat_within_1_point", best}}.dump(2)
+    std::ofstream(root / "summary.json") << nlohmann::json{{"points", points}, {"best_mat_within_1_point", best}}.dump(
+                                                2)
                                          << "\n";
     std::ofstream(root / "summary.csv") << csv.str();
     std::ofstream(root / "table.md") << table.str();

@@ -38,8 +38,8 @@ struct SweepPoint {
     std::string label() const { return value.empty() ? rule : rule + ":" + value; }
 };
 
-// Parses "RULE:V1,V2,..." specs (V: τ, or K for topk, or N/δ for topn-delta, or τ or DIVERGENCE/τ for fsd; vanilla takes none) into
-// points, vanilla first and always present, duplicates dropped. `base` gives what every point shares
+// Parses "RULE:V1,V2,..." specs (V: τ, or K for topk, or N/δ for topn-delta, or τ or DIVERGENCE/τ for fsd; vanilla
+// takes none) into points, vanilla first and always present, duplicates dropped. `base` gives what every point shares
 // (confidence mask, head file, FLy window). Every point is checked by building its judge.
 std::vector<SweepPoint> parse_sweep_points(const std::vector<std::string>& specs, const JudgeOptions& base);
 
@@ -87,9 +87,9 @@ size_t missing_examples(const SweepStore& store, std::span<const SweepPoint> poi
 // Decodes (with `generation`, its judge replaced by each point's), scores and stores every (point, problem)
 // the store does not hold yet; the points take turns on chunks of 4·parallel problems. on_example is
 // called after each is stored.
-void run_sweep_points(SpeculativeDecoder& decoder, const GenerationOptions& generation, std::span<const Problem> problems,
-                      std::span<const SweepPoint> points, int32_t parallel, SweepStore& store,
-                      const std::function<void(const SweepExample&)>& on_example);
+void run_sweep_points(SpeculativeDecoder& decoder, const GenerationOptions& generation,
+                      std::span<const Problem> problems, std::span<const SweepPoint> points, int32_t parallel,
+                      SweepStore& store, const std::function<void(const SweepExample&)>& on_example);
 
 // The examples of the problems that every point has decoded (a sweep cut short: its points compare on the
 // same problems).
@@ -129,12 +129,14 @@ void rescore_examples(std::vector<SweepExample>& examples, std::span<const Probl
                       const std::function<void(size_t scored)>& on_scored = {});
 
 // One summary per point, in the points' order; vanilla's is first.
-std::vector<PointSummary> summarize_sweep(const std::vector<SweepPoint>& points, const std::vector<SweepExample>& examples,
+std::vector<PointSummary> summarize_sweep(const std::vector<SweepPoint>& points,
+                                          const std::vector<SweepExample>& examples,
                                           AnswerKind kind = AnswerKind::kScoredAnswer);
 
 // Per rule, its point with the highest MAT whose accuracy is at most `max_loss` (a fraction) below
 // vanilla's, if any: the paper's "best MAT at equal accuracy".
-std::map<std::string, const PointSummary*> best_within_loss(const std::vector<PointSummary>& summaries, double max_loss);
+std::map<std::string, const PointSummary*> best_within_loss(const std::vector<PointSummary>& summaries,
+                                                            double max_loss);
 
 // summary.json (each point's speedup and accuracy change over vanilla, and best_within_loss at 1 point),
 // summary.csv and table.md; returns the table to print. `kind` names the agreement column.

@@ -37,7 +37,8 @@ void plot_curves(const CurvePlot& plot, const std::string& path_stem) {
     std::string plots;
     for (size_t i = 0; i < plot.curves.size(); ++i) {
         const std::vector<CurvePoint>& points = plot.curves[i].points;
-        const bool bars = std::any_of(points.begin(), points.end(), [](const CurvePoint& p) { return p.y_range.has_value(); });
+        const bool bars =
+            std::any_of(points.begin(), points.end(), [](const CurvePoint& p) { return p.y_range.has_value(); });
         plots += fmt::format("datafile index {} using 1:2{} with {} lw 2 pt 7 ps 0.8 title {}, ", i, bars ? ":3:4" : "",
                              bars ? "yerrorlines" : "linespoints", quoted(plot.curves[i].name));
     }

@@ -1,9 +1,9 @@
 #include "report/gnuplot.h"
 
+#include <unistd.h>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -17,8 +17,8 @@ void run_gnuplot(const std::string& script, const std::string& data) {
     const auto data_path = dir / "data.tsv", script_path = dir / "plot.gp", log_path = dir / "gnuplot.log";
     std::ofstream(data_path) << data;
     std::ofstream(script_path) << fmt::format("datafile = '{}'\n", data_path.string()) << script;
-    const int status = std::system(
-        fmt::format("gnuplot '{}' > '{}' 2>&1", script_path.string(), log_path.string()).c_str());
+    const int status =
+        std::system(fmt::format("gnuplot '{}' > '{}' 2>&1", script_path.string(), log_path.string()).c_str());
     std::string log;
     {
         std::ifstream in(log_path);

@@ -6,9 +6,12 @@ namespace klspec::server {
 
 std::string_view to_string(Provenance provenance) {
     switch (provenance) {
-        case Provenance::Draft: return "draft";
-        case Provenance::Relaxed: return "relaxed";
-        case Provenance::Target: return "target";
+        case Provenance::Draft:
+            return "draft";
+        case Provenance::Relaxed:
+            return "relaxed";
+        case Provenance::Target:
+            return "target";
     }
     return "target";
 }
@@ -17,8 +20,7 @@ std::vector<TokenOrigin> step_origins(size_t n_tokens, std::span<const PositionV
     std::vector<TokenOrigin> origins(n_tokens);
     for (size_t i = 0; i < n_tokens && i < verdicts.size(); ++i) {
         if (verdicts[i].verdict == Verdict::Accepted) origins[i].provenance = Provenance::Draft;
-        if (verdicts[i].verdict == Verdict::Relaxed)
-            origins[i] = {Provenance::Relaxed, verdicts[i].decision.statistic};
+        if (verdicts[i].verdict == Verdict::Relaxed) origins[i] = {Provenance::Relaxed, verdicts[i].decision.statistic};
     }
     return origins;
 }

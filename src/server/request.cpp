@@ -116,15 +116,19 @@ std::vector<PromptInput> parse_prompts(const json& body, int32_t n_vocab) {
     const json* prompt = field(body, "prompt");
     if (prompt == nullptr) throw bad_field("prompt", "'prompt' is required");
     if (prompt->is_string()) return {PromptInput{prompt->get<std::string>(), std::nullopt}};
-    const char* const kShapes = "'prompt' must be a string, a list of strings, a list of token ids or a list of "
-                                "token-id lists";
+    const char* const kShapes =
+        "'prompt' must be a string, a list of strings, a list of token ids or a list of "
+        "token-id lists";
     if (!prompt->is_array() || prompt->empty()) throw bad_field("prompt", kShapes);
     if ((*prompt)[0].is_number()) return {PromptInput{"", parse_prompt_tokens(*prompt, n_vocab)}};
     std::vector<PromptInput> prompts;
     for (const json& item : *prompt) {
-        if (item.is_string()) prompts.push_back({item.get<std::string>(), std::nullopt});
-        else if (item.is_array()) prompts.push_back({"", parse_prompt_tokens(item, n_vocab)});
-        else throw bad_field("prompt", kShapes);
+        if (item.is_string())
+            prompts.push_back({item.get<std::string>(), std::nullopt});
+        else if (item.is_array())
+            prompts.push_back({"", parse_prompt_tokens(item, n_vocab)});
+        else
+            throw bad_field("prompt", kShapes);
     }
     return prompts;
 }
@@ -232,7 +236,8 @@ JudgeOptions parse_judge(const json& body, const JudgeOptions& server_judge) {
         judge.topk = static_cast<int32_t>(*topk);
     }
     if (const std::optional<double> mask = number_field(body, "confidence_mask")) judge.confidence_mask = *mask;
-    if (const std::optional<std::string> divergence = string_field(body, "judge_divergence")) judge.divergence = divergence;
+    if (const std::optional<std::string> divergence = string_field(body, "judge_divergence"))
+        judge.divergence = divergence;
     return judge;
 }
 
@@ -240,13 +245,18 @@ JudgeOptions parse_judge(const json& body, const JudgeOptions& server_judge) {
 std::string request_field(JudgeField field) {
     switch (field) {
         case JudgeField::Threshold:
-        case JudgeField::MaxTv: return "judge_threshold";
-        case JudgeField::TopK: return "judge_topk";
-        case JudgeField::ConfidenceMask: return "confidence_mask";
-        case JudgeField::Divergence: return "judge_divergence";
+        case JudgeField::MaxTv:
+            return "judge_threshold";
+        case JudgeField::TopK:
+            return "judge_topk";
+        case JudgeField::ConfidenceMask:
+            return "confidence_mask";
+        case JudgeField::Divergence:
+            return "judge_divergence";
         case JudgeField::Rule:
         case JudgeField::Window:
-        case JudgeField::Head: return "judge";
+        case JudgeField::Head:
+            return "judge";
     }
     return "judge";
 }
@@ -268,7 +278,8 @@ CompletionRequest parse_object(const json& body, Endpoint endpoint, const Reques
     GenerationOptions& gen = request.generation;
     gen = defaults.generation;
     if (const std::optional<int64_t> max_tokens = integer_field(body, "max_tokens")) {
-        if (*max_tokens < 0) throw bad_field("max_tokens", fmt::format("'max_tokens' must be >= 0, got {}", *max_tokens));
+        if (*max_tokens < 0)
+            throw bad_field("max_tokens", fmt::format("'max_tokens' must be >= 0, got {}", *max_tokens));
         gen.max_tokens = static_cast<int32_t>(std::min<int64_t>(*max_tokens, defaults.n_ctx));
     }
     if (endpoint == Endpoint::Infill) parse_llama_server_limits(body, defaults.n_ctx, gen);
@@ -277,16 +288,19 @@ CompletionRequest parse_object(const json& body, Endpoint endpoint, const Reques
     if (const std::optional<std::string> policy = string_field(body, "draft_policy")) {
         const std::optional<DraftPolicy> parsed = parse_draft_policy(*policy);
         if (!parsed)
-            throw bad_field("draft_policy", fmt::format("'draft_policy' must be auto, fixed, adaptive or off, got '{}'", *policy));
+            throw bad_field("draft_policy",
+                            fmt::format("'draft_policy' must be auto, fixed, adaptive or off, got '{}'", *policy));
         gen.draft_policy = *parsed;
     }
     if (auto temperature = number_field(body, "temperature")) {
-        if (!(*temperature >= 0)) throw bad_field("temperature", fmt::format("'temperature' must be >= 0, got {}", *temperature));
+        if (!(*temperature >= 0))
+            throw bad_field("temperature", fmt::format("'temperature' must be >= 0, got {}", *temperature));
         gen.sampling.temperature = static_cast<float>(*temperature);
     }
     if (auto top_k = count_field(body, "top_k", 0)) gen.sampling.top_k = *top_k;
     if (auto top_p = number_field(body, "top_p")) {
-        if (!(*top_p > 0 && *top_p <= 1)) throw bad_field("top_p", fmt::format("'top_p' must be in (0, 1], got {}", *top_p));
+        if (!(*top_p > 0 && *top_p <= 1))
+            throw bad_field("top_p", fmt::format("'top_p' must be in (0, 1], got {}", *top_p));
         gen.sampling.top_p = static_cast<float>(*top_p);
     }
     if (auto seed = integer_field(body, "seed")) {
@@ -329,8 +343,9 @@ CompletionRequest parse_object(const json& body, Endpoint endpoint, const Reques
         }
         if (gen.judge_span.needs_markers()) {
             if (defaults.reasoning_span.needs_markers())
-                throw bad_field("judge_span", "judge_span 'think': the server's chat template marks no reasoning span; "
-                                              "give the markers (think:<think>,</think>) or use until:STRING");
+                throw bad_field("judge_span",
+                                "judge_span 'think': the server's chat template marks no reasoning span; "
+                                "give the markers (think:<think>,</think>) or use until:STRING");
             gen.judge_span = defaults.reasoning_span;
         }
     }
@@ -403,7 +418,8 @@ bool api_key_authorized(std::string_view authorization, const std::vector<std::s
         // Over the key's bytes, never the header's: a differing byte or length ends nothing early.
         unsigned differ = given.size() != key.size();
         for (size_t i = 0; i < key.size(); ++i)
-            differ |= static_cast<unsigned char>(key[i]) ^ (i < given.size() ? static_cast<unsigned char>(given[i]) : 0u);
+            differ |=
+                static_cast<unsigned char>(key[i]) ^ (i < given.size() ? static_cast<unsigned char>(given[i]) : 0u);
         authorized |= bearer && differ == 0;
     }
     return authorized;

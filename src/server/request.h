@@ -39,9 +39,9 @@ struct ApiError {
 struct RequestDefaults {
     GenerationOptions generation;  // its judge is ignored: `judge` below describes it
     JudgeOptions judge;
-    int32_t n_ctx = 2048;  // a max_tokens above the context is clamped to it (the context stops generation anyway)
-    int32_t n_vocab = 0;   // a prompt's token ids must be below it
-    int32_t n_batch = 512; // -b: /infill's prompt budget (InfillBudget) splits it
+    int32_t n_ctx = 2048;   // a max_tokens above the context is clamped to it (the context stops generation anyway)
+    int32_t n_vocab = 0;    // a prompt's token ids must be below it
+    int32_t n_batch = 512;  // -b: /infill's prompt budget (InfillBudget) splits it
     // Token-id prompts get the BOS token a text prompt gets, where they lack it (lm-evaluation-harness's remote
     // tokenizer sends ids without it, which lowers Gemma's and Llama's loglikelihoods); the request field
     // add_bos_to_token_prompts overrides.
@@ -80,15 +80,15 @@ struct CompletionRequest {
     bool include_usage = false;  // stream_options.include_usage: a last chunk with no choices and the usage
 };
 
-// Parses and validates a body. Fields: prompt (a string, strings, token ids or lists of them) | messages, echo, judge, judge_threshold, judge_topk,
-// confidence_mask, judge_span (all | until:STRING | think | think:OPEN,CLOSE), draft_max, draft_policy (auto | fixed | adaptive | off), temperature, top_k, top_p, seed, max_tokens,
-// stop (string or array), stream, stream_options ({"include_usage": bool}, only with stream, as OpenAI), logprobs
-// (completions: an integer; chat: a boolean, with top_logprobs), cache_prompt and add_bos_to_token_prompts
-// (booleans); others (model, user, ...) are ignored as OpenAI clients send them. /infill: input_prefix and
-// input_suffix (strings, required), input_extra ([{filename, text}]), prompt (a string, optional), n_predict
-// (max_tokens; -1: up to the context), n_indent, t_max_predict_ms, n_cache_reuse, response_fields,
-// return_tokens; t_max_prompt_ms, id_slot and samplers are taken and ignored (llama-server implements no
-// t_max_prompt_ms).
+// Parses and validates a body. Fields: prompt (a string, strings, token ids or lists of them) | messages, echo, judge,
+// judge_threshold, judge_topk, confidence_mask, judge_span (all | until:STRING | think | think:OPEN,CLOSE), draft_max,
+// draft_policy (auto | fixed | adaptive | off), temperature, top_k, top_p, seed, max_tokens, stop (string or array),
+// stream, stream_options ({"include_usage": bool}, only with stream, as OpenAI), logprobs (completions: an integer;
+// chat: a boolean, with top_logprobs), cache_prompt and add_bos_to_token_prompts (booleans); others (model, user, ...)
+// are ignored as OpenAI clients send them. /infill: input_prefix and input_suffix (strings, required), input_extra
+// ([{filename, text}]), prompt (a string, optional), n_predict (max_tokens; -1: up to the context), n_indent,
+// t_max_predict_ms, n_cache_reuse, response_fields, return_tokens; t_max_prompt_ms, id_slot and samplers are taken and
+// ignored (llama-server implements no t_max_prompt_ms).
 std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_view body, Endpoint endpoint,
                                                                    const RequestDefaults& defaults);
 

@@ -77,7 +77,8 @@ void RequestChannel::finish(GenerationResult result) {
 Scheduler::Scheduler(SpeculativeDecoder& decoder, int32_t slots)
     : decoder_(decoder), slots_(static_cast<size_t>(slots)), states_(slots_.size()) {
     if (slots < 1 || slots > decoder.n_sequences())
-        throw Error(fmt::format("the server needs 1..{} slots (the decoder's sequences), got {}", decoder.n_sequences(), slots));
+        throw Error(fmt::format("the server needs 1..{} slots (the decoder's sequences), got {}", decoder.n_sequences(),
+                                slots));
     for (size_t s = 0; s < states_.size(); ++s) states_[s].id = static_cast<int32_t>(s);
     thread_ = std::thread([this] { run(); });
 }
@@ -209,13 +210,16 @@ void Scheduler::start_queued() {
             }
             request->start(static_cast<int32_t>(*s), std::move(prompt_logprobs));
         } catch (const PromptError& e) {
-            fail_starting(*request, s, ApiError{400, e.what(), "invalid_request_error", "prompt",
-                                                e.exceeds_context ? "context_length_exceeded" : ""});
+            fail_starting(*request, s,
+                          ApiError{400, e.what(), "invalid_request_error", "prompt",
+                                   e.exceeds_context ? "context_length_exceeded" : ""});
         } catch (const Error& e) {
             // The other checks left to the engine: what the judge needs of the decoder (hidden states, a draft).
             fail_starting(*request, s, ApiError{400, e.what(), "invalid_request_error", "judge", ""});
         } catch (const std::exception& e) {
-            fail_starting(*request, s, ApiError{500, fmt::format("starting the request failed: {}", e.what()), "server_error", "", ""});
+            fail_starting(
+                *request, s,
+                ApiError{500, fmt::format("starting the request failed: {}", e.what()), "server_error", "", ""});
         }
     }
 }
@@ -279,7 +283,8 @@ size_t Scheduler::choose_slot(std::span<const int32_t> prompt, bool cache_prompt
 bool Scheduler::step_callback(const StepResult& step) {
     Slot& slot = slots_[static_cast<size_t>(step.sequence_id)];
     const std::vector<TokenOrigin> origins = step_origins(step.tokens.size(), step.verdicts);
-    for (size_t i = 0; i < step.tokens.size(); ++i) slot.spans.add_token(decoder_.target().piece(step.tokens[i]), origins[i]);
+    for (size_t i = 0; i < step.tokens.size(); ++i)
+        slot.spans.add_token(decoder_.target().piece(step.tokens[i]), origins[i]);
     slot.request->append(step, origins, slot.spans.take(step.text));
     return slot.request->cancelled();
 }

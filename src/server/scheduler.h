@@ -8,14 +8,14 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
-#include <future>
-#include <functional>
 #include <vector>
 
 #include "engine/speculative_decoder.h"
@@ -27,11 +27,11 @@ namespace klspec::server {
 // Text that became final in one step (or several, when the handler was slower) and the tokens emitted.
 struct Delta {
     std::string text;
-    std::vector<int32_t> tokens;       // the emitted tokens
-    std::vector<TokenOrigin> origins;  // one per emitted token
-    std::vector<TextSpan> spans;       // exactly cover `text`, one per token piece (or part of one)
+    std::vector<int32_t> tokens;          // the emitted tokens
+    std::vector<TokenOrigin> origins;     // one per emitted token
+    std::vector<TextSpan> spans;          // exactly cover `text`, one per token piece (or part of one)
     std::vector<TokenLogprobs> logprobs;  // one per emitted token when the request asked for them
-    bool last = false;                 // the request finished: nothing follows
+    bool last = false;                    // the request finished: nothing follows
 };
 
 // One request between an HTTP handler (which waits on it) and the scheduler (which fills it). Events
@@ -90,10 +90,10 @@ private:
 struct ServerCounters {
     int64_t requests_finished = 0;  // every request that ran to its end, cancelled ones included
     int64_t requests_cancelled = 0;
-    int64_t requests_failed = 0;    // refused when starting (a prompt over the context, ...) or failed decoding
-    GenerationStats stats;          // summed over finished requests
-    int32_t queued = 0;             // waiting for a slot
-    int32_t active = 0;             // in a slot
+    int64_t requests_failed = 0;  // refused when starting (a prompt over the context, ...) or failed decoding
+    GenerationStats stats;        // summed over finished requests
+    int32_t queued = 0;           // waiting for a slot
+    int32_t active = 0;           // in a slot
 };
 
 // One slot as GET /slots shows it: a copy, taken under the scheduler's lock.

@@ -29,12 +29,15 @@ std::string dump(const json& value) { return value.dump(-1, ' ', false, json::er
 std::string_view finish_reason(StopReason reason) {
     switch (reason) {
         case StopReason::EndOfGeneration:
-        case StopReason::StopString: return "stop";
+        case StopReason::StopString:
+            return "stop";
         case StopReason::MaxTokens:
         case StopReason::ContextFull:
         case StopReason::Indentation:
-        case StopReason::TimeLimit: return "length";
-        case StopReason::Cancelled: return "cancelled";
+        case StopReason::TimeLimit:
+            return "length";
+        case StopReason::Cancelled:
+            return "cancelled";
     }
     return "stop";
 }
@@ -53,12 +56,8 @@ struct JudgeEcho {
 };
 
 json speculative_json(const GenerationStats& stats, const JudgeEcho& judge) {
-    json out = {{"judge", judge.rule},
-                {"judge_span", judge.span},
-                {"drafted", stats.drafted},
-                {"accepted", stats.accepted},
-                {"relaxed", stats.relaxed_accepted},
-                {"target_calls", stats.target_calls},
+    json out = {{"judge", judge.rule},        {"judge_span", judge.span},          {"drafted", stats.drafted},
+                {"accepted", stats.accepted}, {"relaxed", stats.relaxed_accepted}, {"target_calls", stats.target_calls},
                 {"mat", stats.mat()}};
     if (judge.span != "all") {
         out["outside_span"] = stats.outside_span;
@@ -100,21 +99,25 @@ public:
         tokens_.push_back(piece);
         json top = json::object();
         if (logprobs != nullptr)
-            for (const TokenLogprob& alternative : logprobs->top) top[model_.piece(alternative.token)] = alternative.logprob;
+            for (const TokenLogprob& alternative : logprobs->top)
+                top[model_.piece(alternative.token)] = alternative.logprob;
         token_logprobs_.push_back(logprobs != nullptr ? json(logprobs->chosen.logprob) : json(nullptr));
         top_logprobs_.push_back(logprobs != nullptr ? std::move(top) : json(nullptr));
         offsets_.push_back(text_offset_);
         text_offset_ += piece.size();
     }
     json to_json() const {
-        return {{"tokens", tokens_}, {"token_logprobs", token_logprobs_}, {"top_logprobs", top_logprobs_},
+        return {{"tokens", tokens_},
+                {"token_logprobs", token_logprobs_},
+                {"top_logprobs", top_logprobs_},
                 {"text_offset", offsets_}};
     }
 
 private:
     const Model& model_;
     size_t& text_offset_;
-    json tokens_ = json::array(), token_logprobs_ = json::array(), top_logprobs_ = json::array(), offsets_ = json::array();
+    json tokens_ = json::array(), token_logprobs_ = json::array(), top_logprobs_ = json::array(),
+         offsets_ = json::array();
 };
 
 // An echoed prompt: its tokens and, when logprobs were asked for, each one's after the first.
@@ -140,7 +143,8 @@ json logprobs_json(const Model& model, Endpoint endpoint, std::span<const TokenL
     }
     LegacyLogprobs legacy(model, text_offset);
     if (echo != nullptr)
-        for (size_t i = 0; i < echo->tokens.size(); ++i) legacy.add(echo->tokens[i], i == 0 ? nullptr : &echo->logprobs[i - 1]);
+        for (size_t i = 0; i < echo->tokens.size(); ++i)
+            legacy.add(echo->tokens[i], i == 0 ? nullptr : &echo->logprobs[i - 1]);
     for (const TokenLogprobs& token : logprobs) legacy.add(token.chosen.token, &token);
     return legacy.to_json();
 }
@@ -174,8 +178,9 @@ json choice_json(const ResponseHead& head, const Model& model, size_t index, con
         choice["text"] = text + result.text;
     }
     size_t text_offset = 0;
-    choice["logprobs"] = head.tokenizer ? logprobs_json(*head.tokenizer, head.endpoint, result.logprobs, text_offset, echo)
-                                        : json(nullptr);
+    choice["logprobs"] = head.tokenizer
+                             ? logprobs_json(*head.tokenizer, head.endpoint, result.logprobs, text_offset, echo)
+                             : json(nullptr);
     return choice;
 }
 
@@ -224,10 +229,14 @@ std::string sse(const json& chunk) { return "data: " + dump(chunk) + "\n\n"; }
 // llama-server's stop_type: why generation ended, in its four words.
 std::string_view stop_type(StopReason reason) {
     switch (reason) {
-        case StopReason::EndOfGeneration: return "eos";
-        case StopReason::StopString: return "word";
-        case StopReason::Cancelled: return "none";
-        default: return "limit";
+        case StopReason::EndOfGeneration:
+            return "eos";
+        case StopReason::StopString:
+            return "word";
+        case StopReason::Cancelled:
+            return "none";
+        default:
+            return "limit";
     }
 }
 
@@ -287,12 +296,18 @@ struct InfillAnswer {
 
     json settings() const {
         const GenerationOptions& gen = generation;
-        return {{"n_predict", gen.max_tokens}, {"temperature", gen.sampling.temperature}, {"top_k", gen.sampling.top_k},
-                {"top_p", gen.sampling.top_p}, {"seed", gen.sampling.seed}, {"stop", gen.stop_strings},
+        return {{"n_predict", gen.max_tokens},
+                {"temperature", gen.sampling.temperature},
+                {"top_k", gen.sampling.top_k},
+                {"top_p", gen.sampling.top_p},
+                {"seed", gen.sampling.seed},
+                {"stop", gen.stop_strings},
                 {"n_indent", gen.min_line_indent},
                 {"t_max_predict_ms", gen.max_predict_seconds ? int64_t(*gen.max_predict_seconds * 1e3) : -1},
-                {"cache_prompt", gen.cache_prompt}, {"n_cache_reuse", gen.cache_reuse_min_chunk},
-                {"judge", judge.rule}, {"judge_span", judge.span}};
+                {"cache_prompt", gen.cache_prompt},
+                {"n_cache_reuse", gen.cache_reuse_min_chunk},
+                {"judge", judge.rule},
+                {"judge_span", judge.span}};
     }
     json tokens(std::span<const int32_t> ids) const {
         return return_tokens ? json(std::vector<int32_t>(ids.begin(), ids.end())) : json::array();
@@ -324,16 +339,18 @@ struct InfillAnswer {
     }
     // One stderr line per request, as llama-server logs each slot's task: an editor's user sees the reuse.
     void log(const GenerationStats& stats) const {
-        std::fprintf(stderr, "klspec serve: /infill slot %d: prompt %lld tokens, %lld from the cache, %lld evaluated in %.1f ms; "
-                     "%lld generated in %.1f ms\n", slot, static_cast<long long>(prompt_tokens),
-                     static_cast<long long>(stats.prompt_cached_tokens),
-                     static_cast<long long>(stats.prompt_tokens - stats.prompt_cached_tokens), 1e3 * stats.prompt_seconds,
-                     static_cast<long long>(stats.emitted), 1e3 * stats.decode_seconds());
+        std::fprintf(
+            stderr,
+            "klspec serve: /infill slot %d: prompt %lld tokens, %lld from the cache, %lld evaluated in %.1f ms; "
+            "%lld generated in %.1f ms\n",
+            slot, static_cast<long long>(prompt_tokens), static_cast<long long>(stats.prompt_cached_tokens),
+            static_cast<long long>(stats.prompt_tokens - stats.prompt_cached_tokens), 1e3 * stats.prompt_seconds,
+            static_cast<long long>(stats.emitted), 1e3 * stats.decode_seconds());
     }
     json partial_json(const Delta& delta, int64_t predicted) const {
-        json partial = {{"index", 0},       {"content", delta.text},         {"tokens", tokens(delta.tokens)},
-                        {"stop", false},    {"id_slot", slot},               {"tokens_predicted", predicted},
-                        {"tokens_evaluated", prompt_tokens}};
+        json partial = {
+            {"index", 0},      {"content", delta.text},         {"tokens", tokens(delta.tokens)},   {"stop", false},
+            {"id_slot", slot}, {"tokens_predicted", predicted}, {"tokens_evaluated", prompt_tokens}};
         if (!delta.origins.empty()) partial["provenance"] = provenance_json(delta.origins);
         return partial;
     }
@@ -349,7 +366,8 @@ json piece_json(const std::string& piece) {
     }
 }
 
-void append_metric(std::string& out, std::string_view name, std::string_view type, std::string_view help, double value) {
+void append_metric(std::string& out, std::string_view name, std::string_view type, std::string_view help,
+                   double value) {
     out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, value);
 }
 
@@ -374,7 +392,8 @@ Server::Server(ServerOptions options) : options_(std::move(options)), http_(std:
     add_routes();
 }
 
-Server::Server(SpeculativeDecoder& decoder, RequestDefaults defaults, ServerOptions options) : Server(std::move(options)) {
+Server::Server(SpeculativeDecoder& decoder, RequestDefaults defaults, ServerOptions options)
+    : Server(std::move(options)) {
     attach(decoder, std::move(defaults));
     set_ready();
 }
@@ -384,7 +403,8 @@ void Server::attach(SpeculativeDecoder& decoder, RequestDefaults defaults) {
     chat_template_.emplace(decoder.target(), options_.chat_template);
     defaults_ = std::move(defaults);
     defaults_.n_vocab = decoder.target().n_vocab();
-    if (options_.model_name.empty()) options_.model_name = std::filesystem::path(decoder.target().path()).stem().string();
+    if (options_.model_name.empty())
+        options_.model_name = std::filesystem::path(decoder.target().path()).stem().string();
     // A `think` span reads its markers from the template the server applies (--chat-template or the model's).
     if (const std::optional<ChatTemplate::ReasoningMarkers> markers = chat_template_->reasoning_markers()) {
         defaults_.reasoning_span.open = markers->open;
@@ -432,7 +452,9 @@ bool Server::drain(std::chrono::seconds timeout, const std::function<void(const 
     const auto say = [&](const std::string& line) {
         if (log) log(line);
     };
-    const auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+    const auto elapsed = [&] {
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    };
     std::unique_lock lock(drain_mutex_);
     retry_after_s_ = std::max<int64_t>(1, timeout.count());  // this process is gone by then
     draining_ = true;
@@ -455,7 +477,8 @@ bool Server::drain(std::chrono::seconds timeout, const std::function<void(const 
 void Server::reject(httplib::Response& response, const ApiError& error, ErrorShape shape) {
     ++requests_rejected_;
     response.status = error.status;
-    response.set_content(dump(shape == ErrorShape::LlamaServer ? error.to_llama_server_json() : error.to_json()), kJson);
+    response.set_content(dump(shape == ErrorShape::LlamaServer ? error.to_llama_server_json() : error.to_json()),
+                         kJson);
 }
 
 void Server::reject_draining(httplib::Response& response) {
@@ -489,9 +512,10 @@ void Server::stop() { http_->stop(); }
 void Server::add_routes() {
     // Known paths and their one method: another method gets 405, an unknown path 404 (error handler).
     static const std::map<std::string, std::string> kMethods = {
-        {"/", "GET"}, {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"}, {"/infill", "POST"}, {"/v1/models", "GET"},
-        {"/health", "GET"}, {"/metrics", "GET"}, {"/tokenize", "POST"}, {"/detokenize", "POST"},
-        {"/props", "GET"}, {"/slots", "GET"}, {"/tokenizer_info", "GET"}};
+        {"/", "GET"},        {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"},
+        {"/infill", "POST"}, {"/v1/models", "GET"},       {"/health", "GET"},
+        {"/metrics", "GET"}, {"/tokenize", "POST"},       {"/detokenize", "POST"},
+        {"/props", "GET"},   {"/slots", "GET"},           {"/tokenizer_info", "GET"}};
     // Before routing, in llama-server's order: a draining server refuses, then a missing or wrong key (on
     // unknown paths too, so that they tell nothing), then a wrong method. /health is always open.
     http_->set_pre_routing_handler([this](const httplib::Request& request, httplib::Response& response) {
@@ -518,18 +542,19 @@ void Server::add_routes() {
                                   "invalid_request_error", "", "method_not_allowed"});
         return httplib::Server::HandlerResponse::Handled;
     });
-    http_->set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& request,
-                                                                         httplib::Response& response) {
-        if (!response.body.empty()) return httplib::Server::HandlerResponse::Unhandled;  // ours already
-        ApiError error{response.status, fmt::format("HTTP {}", response.status), "invalid_request_error", "", ""};
-        if (response.status == 404) error = {404, fmt::format("no route {} {}", request.method, request.path),
-                                              "invalid_request_error", "", "not_found"};
-        if (response.status == 413)
-            error = {413, fmt::format("the request body is larger than {} bytes", options_.max_body_bytes),
-                     "invalid_request_error", "", "request_too_large"};
-        reject(response, error);
-        return httplib::Server::HandlerResponse::Handled;
-    }));
+    http_->set_error_handler(
+        httplib::Server::HandlerWithResponse([this](const httplib::Request& request, httplib::Response& response) {
+            if (!response.body.empty()) return httplib::Server::HandlerResponse::Unhandled;  // ours already
+            ApiError error{response.status, fmt::format("HTTP {}", response.status), "invalid_request_error", "", ""};
+            if (response.status == 404)
+                error = {404, fmt::format("no route {} {}", request.method, request.path), "invalid_request_error", "",
+                         "not_found"};
+            if (response.status == 413)
+                error = {413, fmt::format("the request body is larger than {} bytes", options_.max_body_bytes),
+                         "invalid_request_error", "", "request_too_large"};
+            reject(response, error);
+            return httplib::Server::HandlerResponse::Handled;
+        }));
     http_->Post("/v1/completions", [this](const httplib::Request& request, httplib::Response& response) {
         handle_completion(Endpoint::Completions, request, response);
     });
@@ -578,7 +603,8 @@ void Server::add_routes() {
         json tokens = json::array();
         // Special-token text is parsed, as in a prompt (and llama-server's default).
         for (const int32_t id : model.tokenize(tokenize.content, tokenize.add_special, /*parse_special=*/true))
-            tokens.push_back(tokenize.with_pieces ? json{{"id", id}, {"piece", piece_json(model.piece(id))}} : json(id));
+            tokens.push_back(tokenize.with_pieces ? json{{"id", id}, {"piece", piece_json(model.piece(id))}}
+                                                  : json(id));
         response.set_content(dump({{"tokens", std::move(tokens)}}), kJson);
     });
     http_->Post("/detokenize", [this](const httplib::Request& request, httplib::Response& response) {
@@ -607,8 +633,8 @@ json Server::props_json() const {
     const JudgeOptions& judge = defaults_.judge;
     auto or_null = [](const auto& value) { return value ? json(*value) : json(nullptr); };
     // kl's --max-tv ε stands for its τ, what a request's judge_threshold would be.
-    const std::optional<double> threshold = judge.max_tv ? std::optional<double>(max_tv_threshold(*judge.max_tv))
-                                                         : judge.threshold;
+    const std::optional<double> threshold =
+        judge.max_tv ? std::optional<double>(max_tv_threshold(*judge.max_tv)) : judge.threshold;
     const json params = {{"max_tokens", gen.max_tokens},
                          {"draft_max", gen.draft_max},
                          {"draft_policy", draft_policy_name(gen.draft_policy)},
@@ -634,7 +660,9 @@ json Server::props_json() const {
 // text (which /tokenize turns back into their ids) and the chat template it renders for chat tasks.
 json Server::tokenizer_info_json() const {
     const Model& model = decoder_->target();
-    const auto text = [&](std::optional<int32_t> token) { return token ? json(model.piece(*token, true)) : json(nullptr); };
+    const auto text = [&](std::optional<int32_t> token) {
+        return token ? json(model.piece(*token, true)) : json(nullptr);
+    };
     return {{"tokenizer_class", "llama.cpp"},
             {"eos_token", text(model.eos_token())},
             {"bos_token", text(model.bos_token())},
@@ -660,14 +688,16 @@ std::vector<std::vector<int32_t>> Server::prompt_tokens(const CompletionRequest&
     std::vector<std::vector<int32_t>> prompts;
     if (request.endpoint == Endpoint::ChatCompletions) {
         try {
-            prompts.push_back(model.tokenize(chat_template_->apply(request.messages), /*add_bos=*/true, /*parse_special=*/true));
+            prompts.push_back(
+                model.tokenize(chat_template_->apply(request.messages), /*add_bos=*/true, /*parse_special=*/true));
         } catch (const Error& e) {
             throw ApiError{400, e.what(), "invalid_request_error", "messages", "chat_template_error"};
         }
         return prompts;
     }
     if (request.endpoint == Endpoint::Infill) {
-        prompts.push_back(infill_prompt(model, request.infill.input, {defaults_.n_batch, defaults_.generation.max_tokens, defaults_.n_ctx}));
+        prompts.push_back(infill_prompt(model, request.infill.input,
+                                        {defaults_.n_batch, defaults_.generation.max_tokens, defaults_.n_ctx}));
         return prompts;
     }
     const std::optional<int32_t> bos = request.add_bos_to_token_prompts ? model.prompt_bos_token() : std::nullopt;
@@ -691,7 +721,8 @@ void Server::handle_completion(Endpoint endpoint, const httplib::Request& http_r
     const std::shared_ptr<InFlight> in_flight = admit();
     if (!in_flight) return reject_draining(response);
     // llama-server checks the model before the body.
-    if (const std::optional<std::string> missing = endpoint == Endpoint::Infill ? missing_fim_tokens(decoder_->target()) : std::nullopt)
+    if (const std::optional<std::string> missing =
+            endpoint == Endpoint::Infill ? missing_fim_tokens(decoder_->target()) : std::nullopt)
         return fail(ApiError{501, "Infill is not supported by this model: " + *missing, "not_supported_error", "", ""});
     std::variant<CompletionRequest, ApiError> parsed = parse_completion_request(http_request.body, endpoint, defaults_);
     if (const ApiError* error = std::get_if<ApiError>(&parsed)) return fail(*error);
@@ -722,9 +753,9 @@ void Server::handle_completion(Endpoint endpoint, const httplib::Request& http_r
     if (endpoint == Endpoint::Infill) {
         std::string prompt_text;
         for (const int32_t token : prompts.front()) prompt_text += decoder_->target().piece(token, /*special=*/true);
-        const InfillAnswer answer{request.generation, request.infill.response_fields, request.infill.return_tokens,
-                                  options_.model_name, std::move(prompt_text), std::ssize(prompts.front()),
-                                  channels.front()->slot(), judge};
+        const InfillAnswer answer{
+            request.generation,     request.infill.response_fields, request.infill.return_tokens, options_.model_name,
+            std::move(prompt_text), std::ssize(prompts.front()),    channels.front()->slot(),     judge};
         if (!request.stream) {
             const GenerationResult result = channels.front()->wait_result();
             if (const std::optional<ApiError> error = channels.front()->failure()) return fail(*error);
@@ -732,27 +763,28 @@ void Server::handle_completion(Endpoint endpoint, const httplib::Request& http_r
             return response.set_content(dump(answer.final_json(result, false)), kJson);
         }
         // Upstream's stream of a non-OpenAI endpoint: partial objects, the final one, and no [DONE].
-        return stream_events(response, channels.front(), in_flight, shape,
-                             [answer, predicted = int64_t{0}](const Delta& delta, const GenerationResult* result) mutable {
-                                 predicted += std::ssize(delta.tokens);
-                                 std::string events;
-                                 if (!delta.text.empty() || !delta.tokens.empty()) events = sse(answer.partial_json(delta, predicted));
-                                 if (result && result->end_of_generation_token >= 0) {  // upstream's partial for it
-                                     Delta end;
-                                     end.tokens = {result->end_of_generation_token};
-                                     events += sse(answer.partial_json(end, ++predicted));
-                                 }
-                                 if (result) {
-                                     answer.log(result->stats);
-                                     events += sse(answer.final_json(*result, true));
-                                 }
-                                 return events;
-                             });
+        return stream_events(
+            response, channels.front(), in_flight, shape,
+            [answer, predicted = int64_t{0}](const Delta& delta, const GenerationResult* result) mutable {
+                predicted += std::ssize(delta.tokens);
+                std::string events;
+                if (!delta.text.empty() || !delta.tokens.empty()) events = sse(answer.partial_json(delta, predicted));
+                if (result && result->end_of_generation_token >= 0) {  // upstream's partial for it
+                    Delta end;
+                    end.tokens = {result->end_of_generation_token};
+                    events += sse(answer.partial_json(end, ++predicted));
+                }
+                if (result) {
+                    answer.log(result->stats);
+                    events += sse(answer.final_json(*result, true));
+                }
+                return events;
+            });
     }
-    const ResponseHead head{fmt::format("{}-{}", endpoint == Endpoint::ChatCompletions ? "chatcmpl" : "cmpl", next_id_++),
-                            std::chrono::duration_cast<std::chrono::seconds>(
-                                std::chrono::system_clock::now().time_since_epoch()).count(),
-                            options_.model_name, endpoint, tokenizer};
+    const ResponseHead head{
+        fmt::format("{}-{}", endpoint == Endpoint::ChatCompletions ? "chatcmpl" : "cmpl", next_id_++),
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count(),
+        options_.model_name, endpoint, tokenizer};
     if (!request.stream) {
         json choices = json::array();
         GenerationStats total;
@@ -768,14 +800,15 @@ void Server::handle_completion(Endpoint endpoint, const httplib::Request& http_r
     }
     // A stream has one prompt.
     stream_events(response, channels.front(), in_flight, shape,
-                  [head, judge, include_usage = request.include_usage, first = true,
-                   text_offset = size_t{0}](const Delta& delta, const GenerationResult* result) mutable {
+                  [head, judge, include_usage = request.include_usage, first = true, text_offset = size_t{0}](
+                      const Delta& delta, const GenerationResult* result) mutable {
                       std::string events;
                       if (!delta.text.empty() || !delta.origins.empty() || result) {
                           events = sse(chunk_json(head, delta, result, judge, first, text_offset));
                           first = false;
                       }
-                      if (result) events += (include_usage ? sse(usage_chunk_json(head, *result)) : "") + "data: [DONE]\n\n";
+                      if (result)
+                          events += (include_usage ? sse(usage_chunk_json(head, *result)) : "") + "data: [DONE]\n\n";
                       return events;
                   });
 }
@@ -790,7 +823,8 @@ void Server::stream_events(httplib::Response& response, std::shared_ptr<RequestC
             const Delta delta = channel->wait_delta();
             if (const std::optional<ApiError> error = delta.last ? channel->failure() : std::nullopt) {
                 // Failed mid-stream: the error as the last event, as llama-server does.
-                const std::string event = sse(shape == ErrorShape::LlamaServer ? error->to_llama_server_json() : error->to_json());
+                const std::string event =
+                    sse(shape == ErrorShape::LlamaServer ? error->to_llama_server_json() : error->to_json());
                 sink.write(event.data(), event.size());
                 sink.done();
                 return true;
@@ -840,7 +874,8 @@ std::string Server::metrics_text() const {
     append_metric(out, "klspec:spec_decode_mean_accepted_tokens", "gauge",
                   "MAT: generated tokens per target call over finished requests.", s.mat());
     append_metric(out, "klspec:spec_decode_draft_length_total", "counter",
-                  "Sum over target calls of the draft length gamma the draft policy chose.", double(s.draft_length_sum));
+                  "Sum over target calls of the draft length gamma the draft policy chose.",
+                  double(s.draft_length_sum));
     append_metric(out, "klspec:spec_decode_target_only_steps_total", "counter",
                   "Target calls that verified no draft (the cost model chose target-only, or no draft).",
                   double(s.target_only_steps));

@@ -1,8 +1,8 @@
 // `klspec serve`: an OpenAI-compatible HTTP server (cpp-httplib) over one SpeculativeDecoder.
 // GET / (a page that shows each token's provenance), POST /v1/completions and /v1/chat/completions (JSON
-// or SSE streaming), llama-server's POST /infill (fill-in-the-middle for editors), GET /v1/models, /health and /metrics (Prometheus text), and llama-server's POST
-// /tokenize, /detokenize, GET /props and /slots. Every request may choose its own judge; requests share
-// target batches through the Scheduler.
+// or SSE streaming), llama-server's POST /infill (fill-in-the-middle for editors), GET /v1/models, /health and /metrics
+// (Prometheus text), and llama-server's POST /tokenize, /detokenize, GET /props and /slots. Every request may choose
+// its own judge; requests share target batches through the Scheduler.
 #pragma once
 
 #include <atomic>
@@ -32,12 +32,12 @@ struct Response;
 namespace klspec::server {
 
 struct ServerOptions {
-    std::string host = "127.0.0.1";          // address to listen on
-    int port = 8080;                          // TCP port; 0: any free port (tests)
-    int32_t slots = 1;                        // -np: requests decoded together; more wait in the queue
-    size_t max_body_bytes = 1 << 20;          // a larger request body is refused with 413
-    std::string model_name;                   // the id /v1/models lists and responses carry; empty: the target file's stem
-    std::string chat_template;                // ChatTemplate's choice: empty (the model's, else chatml), a name, a file
+    std::string host = "127.0.0.1";   // address to listen on
+    int port = 8080;                  // TCP port; 0: any free port (tests)
+    int32_t slots = 1;                // -np: requests decoded together; more wait in the queue
+    size_t max_body_bytes = 1 << 20;  // a larger request body is refused with 413
+    std::string model_name;           // the id /v1/models lists and responses carry; empty: the target file's stem
+    std::string chat_template;        // ChatTemplate's choice: empty (the model's, else chatml), a name, a file
     // Keys a request must bring as `Authorization: Bearer <key>` on every path but /health (401 otherwise);
     // none: no key is asked for.
     std::vector<std::string> api_keys;

@@ -86,7 +86,7 @@ TEST(TrainHead, HeadFileRoundTripsAndScoresTheSame) {
     for (const ScoreBin& b : bins) total += b.count;
     EXPECT_EQ(total, data.labels.size());
     EXPECT_LT(bins.front().important * 10, bins.front().count + 1);  // the lowest bin is mostly unimportant
-    EXPECT_GT(bins.back().important * 10, bins.back().count * 9);   // the highest mostly important
+    EXPECT_GT(bins.back().important * 10, bins.back().count * 9);    // the highest mostly important
 }
 
 TEST(TrainHead, RefusesASplitWithOneLabel) {
@@ -109,8 +109,10 @@ TEST(MiningFiles, BadDirectoriesGiveOneLineErrors) {
     std::filesystem::create_directories(dir);
     std::ofstream(dir + "/meta.json") << "{ not json";
     EXPECT_NE(message(dir).find("not valid JSON"), std::string::npos);
-    std::ofstream(dir + "/meta.json") << R"({"format": "klspec-autojudge-mining/1", "draft_hidden_size": 2, "target_hidden_size": 2})";
-    std::ofstream(dir + "/problems.jsonl") << R"({"id": "0", "mismatches": 1})" << "\n";
+    std::ofstream(dir + "/meta.json")
+        << R"({"format": "klspec-autojudge-mining/1", "draft_hidden_size": 2, "target_hidden_size": 2})";
+    std::ofstream(dir + "/problems.jsonl") << R"({"id": "0", "mismatches": 1})"
+                                           << "\n";
     std::ofstream(dir + "/labels.jsonl")
         << R"({"problem_id": "0", "position": 3, "draft_token": 1, "target_token": 2, "label": 1, "kl": 0.5, )"
            R"("target_entropy": 1, "draft_entropy": 1, "target_max_probability": 0.5})"
@@ -138,8 +140,13 @@ TEST(AutoJudgeCli, TrainJudgeAndAnalyzeOnAMiningDirectory) {
     const MinedData data = planted_rule_data();
     const std::string dir = test::temp_path("planted-mining");
     {
-        MiningWriter writer(dir, {{"target", "t"}, {"draft", "d"}, {"draft_hidden_size", 4}, {"target_hidden_size", 3},
-                                  {"max_tokens", 1}, {"temperature", 0}, {"seed", 0}});
+        MiningWriter writer(dir, {{"target", "t"},
+                                  {"draft", "d"},
+                                  {"draft_hidden_size", 4},
+                                  {"target_hidden_size", 3},
+                                  {"max_tokens", 1},
+                                  {"temperature", 0},
+                                  {"seed", 0}});
         for (size_t first = 0; first < data.labels.size(); first += 4) {
             Problem problem;
             problem.id = data.labels[first].problem_id;
@@ -158,7 +165,8 @@ TEST(AutoJudgeCli, TrainJudgeAndAnalyzeOnAMiningDirectory) {
         }
     }
     const std::string head = test::temp_path("planted-head.json"), svg = test::temp_path("bins.svg");
-    const test::CommandResult train = test::run_command(test::kCli + " train-judge " + dir + " --out " + head + " --json");
+    const test::CommandResult train =
+        test::run_command(test::kCli + " train-judge " + dir + " --out " + head + " --json");
     ASSERT_EQ(train.exit_code, 0) << train.errors;
     const nlohmann::json summary = nlohmann::json::parse(train.output);
     EXPECT_GT(summary.at("validation_auc").get<double>(), 0.95);

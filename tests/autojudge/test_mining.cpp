@@ -107,7 +107,8 @@ void expect_labels_match_a_target_only_replay(size_t n_problems, int32_t paralle
                 norm += std::pow(double(expected[j]), 2);
             }
             ASSERT_LT(std::sqrt(error / norm), 5e-3) << problem.id << " @" << m.position;
-            const std::vector<int32_t> rest = target_only_greedy(target_only, prefix, options.max_tokens - m.position - 1);
+            const std::vector<int32_t> rest =
+                target_only_greedy(target_only, prefix, options.max_tokens - m.position - 1);
             swapped.insert(swapped.end(), rest.begin(), rest.end());
             const std::optional<std::string> answer_after = extract_answer(problem.scorer, target.text(swapped));
             EXPECT_EQ(m.answer, answer);
@@ -141,8 +142,8 @@ TEST(Mining, ProblemsMinedTogetherMatchTheReplayToo) { expect_labels_match_a_tar
 TEST(Mining, ACodeProblemsAnswerIsItsTestOutcome) {
     const std::string stub = "def f(x):\n    \"\"\"Twice x.\"\"\"\n";  // HumanEval's prompt: the program's head
     Problem problem{"HumanEval/0", stub, std::nullopt, Scorer::Gsm8k, ""};
-    problem.code = CodeTests{CodeBenchmark::HumanEval, "f", "def check(candidate):\n    assert candidate(2) == 4\n", "",
-                             "", {}, stub};
+    problem.code = CodeTests{
+        CodeBenchmark::HumanEval, "f", "def check(candidate):\n    assert candidate(2) == 4\n", "", "", {}, stub};
     EXPECT_EQ(final_answer(problem, "def f(x):\n    return 2 * x\n"), "pass");
     EXPECT_EQ(final_answer(problem, "def f(x):\n    return 3 * x\n"), "fail");  // AssertionError
     EXPECT_EQ(final_answer(problem, "def f(x):\n    return y\n"), "fail");      // NameError
@@ -203,13 +204,15 @@ TEST(Mining, ResponsesEndAtTheStopAndOnlyTheJudgeSpanIsLabelled) {
         const std::string all_text = target.text(all.final_response);
         const size_t stop_at = all_text.find(stop);
         ran_on += stop_at != std::string::npos && stop_at + stop.size() < all_text.size();
-        for (const MinedMismatch& m : all.mismatches) labelled_after_marker += text_before(all, m).find(marker) != std::string::npos;
+        for (const MinedMismatch& m : all.mismatches)
+            labelled_after_marker += text_before(all, m).find(marker) != std::string::npos;
 
         // A stop, if reached, ends the response: no text before its last token holds one (a swapped-in
         // continuation may also run to -n without one).
         const std::vector<int32_t> response = mine_problem(decoder, problem, stopped).final_response;
         ASSERT_FALSE(response.empty());
-        EXPECT_EQ(target.text(std::span(response).first(response.size() - 1)).find(stop), std::string::npos) << problem.id;
+        EXPECT_EQ(target.text(std::span(response).first(response.size() - 1)).find(stop), std::string::npos)
+            << problem.id;
         const ProblemMining in_span = mine_problem(decoder, problem, spanned);
         for (const MinedMismatch& m : in_span.mismatches)
             EXPECT_EQ(text_before(in_span, m).find(marker), std::string::npos) << problem.id << " @" << m.position;
@@ -228,17 +231,19 @@ TEST(Mining, ResumesAfterAnInterruptToTheSameRows) {
     {
         std::ofstream out(dataset);
         for (int i = 0; i < 4; ++i)  // the stories with the most mismatches first (mined together, they finish last)
-            out << nlohmann::json{{"id", "s" + std::to_string(i)}, {"question", test::story_prompts(4)[size_t(3 - i)]}}.dump()
+            out << nlohmann::json{{"id", "s" + std::to_string(i)}, {"question", test::story_prompts(4)[size_t(3 - i)]}}
+                       .dump()
                 << "\n";
     }
     const std::string once = test::temp_path("once"), resumed = test::temp_path("resumed");
-    const std::string common = test::kCli + " mine -m " + test::kTargetModel + " -md " + test::kDraftQ4 +
-                               " -t 1 -n 32 --dataset " + dataset;
+    const std::string common =
+        test::kCli + " mine -m " + test::kTargetModel + " -md " + test::kDraftQ4 + " -t 1 -n 32 --dataset " + dataset;
     ASSERT_EQ(test::run_command(common + " --out " + once).exit_code, 0);
     const test::CommandResult first = test::run_command(common + " --limit 2 --out " + resumed);
     ASSERT_EQ(first.exit_code, 0) << first.errors;
     // A kill mid-problem leaves rows that problems.jsonl does not account for.
-    std::ofstream(resumed + "/labels.jsonl", std::ios::app) << R"({"problem_id": "s2", "position": 1})" << "\n";
+    std::ofstream(resumed + "/labels.jsonl", std::ios::app) << R"({"problem_id": "s2", "position": 1})"
+                                                            << "\n";
     std::ofstream(resumed + "/features.f32", std::ios::app | std::ios::binary) << "partial row";
     const test::CommandResult second = test::run_command(common + " --out " + resumed);
     ASSERT_EQ(second.exit_code, 0) << second.errors;
@@ -257,8 +262,9 @@ TEST(Mining, ResumesAfterAnInterruptToTheSameRows) {
         std::vector<std::string> rows;
         for (std::string line; std::getline(in, line);) {
             const nlohmann::json row = nlohmann::json::parse(line);
-            rows.push_back(fmt::format("{} {} {} {} {}", row["problem_id"].get<std::string>(), row["position"].get<int>(),
-                                       row["draft_token"].get<int>(), row["target_token"].get<int>(), row["label"].get<int>()));
+            rows.push_back(fmt::format("{} {} {} {} {}", row["problem_id"].get<std::string>(),
+                                       row["position"].get<int>(), row["draft_token"].get<int>(),
+                                       row["target_token"].get<int>(), row["label"].get<int>()));
         }
         return rows;
     };
@@ -291,27 +297,34 @@ TEST(AutoJudgeCommands, AnIntegerFieldOutOfRangeIsRefusedInOneLine) {
         std::filesystem::create_directories(dir);
         std::ofstream(dir + "/meta.json") << meta;
         std::ofstream(dir + "/problems.jsonl") << problems;
-        const test::CommandResult r = test::run_command(test::kCli + " train-judge " + dir + " --out " + dir + "/h.json");
+        const test::CommandResult r =
+            test::run_command(test::kCli + " train-judge " + dir + " --out " + dir + "/h.json");
         EXPECT_EQ(r.exit_code, 1) << r.errors;
         EXPECT_EQ(r.errors.rfind("klspec: error: ", 0), 0u) << r.errors;
         EXPECT_EQ(std::count(r.errors.begin(), r.errors.end(), '\n'), 1) << r.errors;
         return r.errors;
     };
     const std::string format = R"("format": "klspec-autojudge-mining/1")";
-    EXPECT_NE(refused("mined-huge-size", "{" + format + R"(, "draft_hidden_size": 1.66667e+50, "target_hidden_size": 4})", "")
-                  .find("'draft_hidden_size' must be an integer"), std::string::npos);
-    EXPECT_NE(refused("mined-negative-size", "{" + format + R"(, "draft_hidden_size": -3, "target_hidden_size": 4})", "")
-                  .find("'draft_hidden_size' must be an integer"), std::string::npos);
+    EXPECT_NE(
+        refused("mined-huge-size", "{" + format + R"(, "draft_hidden_size": 1.66667e+50, "target_hidden_size": 4})", "")
+            .find("'draft_hidden_size' must be an integer"),
+        std::string::npos);
+    EXPECT_NE(
+        refused("mined-negative-size", "{" + format + R"(, "draft_hidden_size": -3, "target_hidden_size": 4})", "")
+            .find("'draft_hidden_size' must be an integer"),
+        std::string::npos);
     EXPECT_NE(refused("mined-float-count", "{" + format + R"(, "draft_hidden_size": 4, "target_hidden_size": 4})",
-                      R"({"id": "a", "mismatches": 2.5})" "\n")
-                  .find("'mismatches' must be an integer"), std::string::npos);
+                      R"({"id": "a", "mismatches": 2.5})"
+                      "\n")
+                  .find("'mismatches' must be an integer"),
+              std::string::npos);
 }
 
 TEST(AutoJudgeCommands, BadInputGivesOneLineErrors) {
-    for (const std::string& args : {std::string(" train-judge /nonexistent/dir --out /tmp/h.json"),
-                                    " mine -m " + test::kTargetModel + " --dataset " + test::kWordTestSet +
-                                        " --out " + test::temp_path("m"),
-                                    std::string(" analyze /nonexistent/dir")}) {
+    for (const std::string& args :
+         {std::string(" train-judge /nonexistent/dir --out /tmp/h.json"),
+          " mine -m " + test::kTargetModel + " --dataset " + test::kWordTestSet + " --out " + test::temp_path("m"),
+          std::string(" analyze /nonexistent/dir")}) {
         const test::CommandResult r = test::run_command(test::kCli + args);
         EXPECT_EQ(r.exit_code, 1) << args << ": " << r.errors;
         EXPECT_EQ(r.errors.rfind("klspec: error: ", 0), 0u) << r.errors;

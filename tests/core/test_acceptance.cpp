@@ -12,8 +12,8 @@
 #include <limits>
 #include <optional>
 #include <span>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace klspec {
@@ -80,11 +80,14 @@ TEST(AcceptanceStep, OutsideTheJudgeSpanOnlyTheExactTestKeepsADraft) {
     AcceptanceStep step(SamplingParams{}, always);
     Rng rng(0);
     const auto run = [&](std::vector<bool> in_span) {
-        return step.run(3, [&](int32_t i) {
-            DraftPosition p = position(target[i], draft, tokens[i]);
-            p.in_span = in_span[i];
-            return p;
-        }, target[3], rng);
+        return step.run(
+            3,
+            [&](int32_t i) {
+                DraftPosition p = position(target[i], draft, tokens[i]);
+                p.in_span = in_span[i];
+                return p;
+            },
+            target[3], rng);
     };
     StepOutcome outcome = run({true, true, true});
     EXPECT_EQ(outcome.accepted, 3);
@@ -123,8 +126,8 @@ void expect_first_token_follows_target(const std::vector<double>& p, const std::
     std::vector<int> counts(p.size());
     for (int n = 0; n < kSteps; ++n) {
         const int32_t d = sample_from_weights(draft_probs, rng);
-        const StepOutcome outcome =
-            step.run(1, [&](int32_t) { return position(target, draft, d); }, target, rng);
+        const StepOutcome outcome = step.run(
+            1, [&](int32_t) { return position(target, draft, d); }, target, rng);
         ++counts[outcome.accepted == 1 ? d : outcome.next_token];
     }
     double chi_square = 0;
@@ -245,12 +248,14 @@ TEST(AcceptanceStep, DifferentVocabularySizes_JudgesSeeTheCommonIds_ATokenTheTar
         softmax(q6, q6_probs);
         const auto at = [&](const std::vector<float>& q, int32_t token) {
             DraftPosition d = test::position(p, q, token);
-            if (sampled) d.draft_probabilities = q.size() == 6 ? std::span<const float>(q6_probs) : std::span<const float>();
+            if (sampled)
+                d.draft_probabilities = q.size() == 6 ? std::span<const float>(q6_probs) : std::span<const float>();
             return d;
         };
         // d = 1 is not p's argmax: vanilla rejects it (greedy), the judge sees 4 ids of each and keeps it.
         // Sampled, p(1)/q(1) > 1 accepts it without the judge; then d = 5 (the target has no id 5) follows.
-        StepOutcome outcome = step.run(2, [&](int32_t i) { return at(q6, i == 0 ? 1 : 5); }, {}, rng);
+        StepOutcome outcome = step.run(
+            2, [&](int32_t i) { return at(q6, i == 0 ? 1 : 5); }, {}, rng);
         EXPECT_EQ(outcome.accepted, 1);
         ASSERT_EQ(step.verdicts().size(), 2u);
         EXPECT_EQ(step.verdicts()[1].verdict, Verdict::Rejected);
@@ -263,7 +268,8 @@ TEST(AcceptanceStep, DifferentVocabularySizes_JudgesSeeTheCommonIds_ATokenTheTar
         }
         EXPECT_EQ(judge.seen.size(), sampled ? 0u : 1u);
         judge.seen.clear();
-        outcome = step.run(1, [&](int32_t) { return at(q3, 2); }, p, rng);  // p(2)/q(2) < 1: may reach the judge
+        outcome = step.run(
+            1, [&](int32_t) { return at(q3, 2); }, p, rng);  // p(2)/q(2) < 1: may reach the judge
         for (const auto& [target_ids, draft_ids] : judge.seen) {
             EXPECT_EQ(target_ids, 3u);
             EXPECT_EQ(draft_ids, 3u);

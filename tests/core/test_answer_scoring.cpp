@@ -16,7 +16,8 @@ TEST(Gsm8kScorer, TakesTheNumberAfterTheFirstMarker) {
 
 TEST(Gsm8kScorer, FallsBackToTheLastBoxedNumber) {
     // Qwen2.5-Coder-1.5B-Instruct's answers to GSM8K test problems 0 and 1, in the chat template.
-    EXPECT_EQ(extract_answer(Scorer::Gsm8k, "She makes 9 * 2 = 18 dollars.\n\nThe final answer is \\(\\boxed{18}\\)."), "18");
+    EXPECT_EQ(extract_answer(Scorer::Gsm8k, "She makes 9 * 2 = 18 dollars.\n\nThe final answer is \\(\\boxed{18}\\)."),
+              "18");
     EXPECT_EQ(extract_answer(Scorer::Gsm8k, "\\boxed{2} bolts of blue, so \\[\\boxed{3}\\]"), "3");
     EXPECT_EQ(extract_answer(Scorer::Gsm8k, "\\boxed{\\$1,200.50}"), "1200.5");
     EXPECT_EQ(extract_answer(Scorer::Gsm8k, "\\boxed{x = -4 \\text{ apples}}"), "-4");
@@ -61,7 +62,8 @@ TEST(LcbOutputScorer, TakesTheLastOutputLineStripped) {
 }
 
 TEST(Scorers, NamesRoundTripAndUnknownNamesAreRefused) {
-    for (Scorer s : {Scorer::Gsm8k, Scorer::MmluPro, Scorer::LcbOutput, Scorer::Math}) EXPECT_EQ(parse_scorer(to_string(s)), s);
+    for (Scorer s : {Scorer::Gsm8k, Scorer::MmluPro, Scorer::LcbOutput, Scorer::Math})
+        EXPECT_EQ(parse_scorer(to_string(s)), s);
     EXPECT_THROW(parse_scorer("humaneval"), Error);
 }
 

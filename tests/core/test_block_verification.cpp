@@ -23,8 +23,10 @@ using Model = std::function<std::vector<double>(const Prefix&)>;  // the next-to
 // A context-dependent model on `vocab` tokens: each prefix gets its own distribution, fixed by `seed`.
 Model random_model(int32_t vocab, uint32_t seed) {
     return [vocab, seed](const Prefix& prefix) {
-        std::seed_seq sequence_seed{seed, static_cast<uint32_t>(prefix.size()), static_cast<uint32_t>(
-            std::accumulate(prefix.begin(), prefix.end(), 7, [](int32_t a, int32_t b) { return a * 31 + b; }))};
+        std::seed_seq sequence_seed{
+            seed, static_cast<uint32_t>(prefix.size()),
+            static_cast<uint32_t>(
+                std::accumulate(prefix.begin(), prefix.end(), 7, [](int32_t a, int32_t b) { return a * 31 + b; }))};
         std::mt19937 rng(sequence_seed);
         std::gamma_distribution<double> gamma(0.7);
         std::vector<double> p(static_cast<size_t>(vocab));

@@ -16,9 +16,7 @@ TEST(RocAuc, HandComputed) {
     EXPECT_DOUBLE_EQ(roc_auc(std::vector<double>{0.9, 0.1}, std::vector<int>{0, 1}), 0.0);
 }
 
-TEST(RocAuc, NeedsBothLabels) {
-    EXPECT_THROW(roc_auc(std::vector<double>{0.1, 0.2}, std::vector<int>{1, 1}), Error);
-}
+TEST(RocAuc, NeedsBothLabels) { EXPECT_THROW(roc_auc(std::vector<double>{0.1, 0.2}, std::vector<int>{1, 1}), Error); }
 
 TEST(PrecisionRecall, HandComputed) {
     const std::vector<double> scores = {0.1, 0.4, 0.35, 0.8, 0.6};

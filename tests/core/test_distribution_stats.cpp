@@ -42,8 +42,10 @@ long double log_normalizer(const std::vector<float>& logits) {
     const long double max_logit = *std::max_element(logits.begin(), logits.end());
     long double at_max = 0, rest = 0;
     for (float l : logits) {
-        if (l == max_logit) at_max += 1;
-        else rest += std::exp(static_cast<long double>(l) - max_logit);
+        if (l == max_logit)
+            at_max += 1;
+        else
+            rest += std::exp(static_cast<long double>(l) - max_logit);
     }
     return max_logit + std::log(at_max) + std::log1p(rest / at_max);
 }
@@ -70,8 +72,12 @@ Reference reference(const std::vector<float>& a, const std::vector<float>& b) {
         }
         kl += p * (log_p - (b[v] - zb));
     }
-    return {static_cast<double>(za), static_cast<double>(zb), static_cast<double>(entropy),
-            static_cast<double>(max_p), infinite_kl ? kInf : static_cast<double>(kl), static_cast<double>(js)};
+    return {static_cast<double>(za),
+            static_cast<double>(zb),
+            static_cast<double>(entropy),
+            static_cast<double>(max_p),
+            infinite_kl ? kInf : static_cast<double>(kl),
+            static_cast<double>(js)};
 }
 
 void expect_relative(double actual, double expected, double tolerance, const std::string& what) {

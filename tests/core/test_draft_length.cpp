@@ -22,8 +22,8 @@ BatchCostCurve linear_curve(double fixed, double per_token, int32_t max_size = 1
 std::vector<DraftCandidate> candidates(std::vector<double> acceptances, int32_t max_length = 16) {
     std::vector<DraftCandidate> out;
     for (const double a : acceptances)
-        out.push_back({static_cast<int32_t>(out.size()), std::vector<double>(static_cast<size_t>(max_length), a), 0,
-                       max_length});
+        out.push_back(
+            {static_cast<int32_t>(out.size()), std::vector<double>(static_cast<size_t>(max_length), a), 0, max_length});
     return out;
 }
 
@@ -34,11 +34,11 @@ TEST(DraftLength, AdaptiveBudgetFollowsEachOutcome) {
         int32_t drafted, accepted, expected;
     };
     const std::vector<Step> steps = {
-        {4, 4, 6}, {6, 6, 8}, {8, 8, 10}, {10, 10, 10},  // up by 2, capped at draft-max 10
-        {10, 9, 9}, {9, 0, 8},                             // down by 1, a near miss as much as a total one
-        {3, 3, 10},                                        // a draft cut short (context, -n) but all kept
-        {10, 0, 9}, {9, 0, 8}, {8, 0, 7}, {7, 0, 6}, {6, 0, 5}, {5, 0, 4}, {4, 0, 3}, {3, 0, 2}, {2, 0, 1},
-        {1, 0, 1},                                         // never below 1
+        {4, 4, 6},  {6, 6, 8}, {8, 8, 10}, {10, 10, 10},  // up by 2, capped at draft-max 10
+        {10, 9, 9}, {9, 0, 8},                            // down by 1, a near miss as much as a total one
+        {3, 3, 10},                                       // a draft cut short (context, -n) but all kept
+        {10, 0, 9}, {9, 0, 8}, {8, 0, 7},  {7, 0, 6},    {6, 0, 5},
+        {5, 0, 4},  {4, 0, 3}, {3, 0, 2},  {2, 0, 1},    {1, 0, 1},  // never below 1
         {1, 1, 3}};
     int32_t budget = 4;
     for (size_t i = 0; i < steps.size(); ++i) {
@@ -75,20 +75,20 @@ TEST(DraftLength, DepthAcceptanceByHand) {
     EXPECT_DOUBLE_EQ(depth.rates(5, 0.5)[2], r[2]);
     EXPECT_DOUBLE_EQ(depth.rates(5, 3.0)[0], 1.0 - (1.0 - r[0]) * 3.0);
     EXPECT_DOUBLE_EQ(depth.rates(5, 3.0)[2], r[2]);
-    EXPECT_DOUBLE_EQ(depth.rates(5, 0.0)[0], 0.999);   // kept below 1
-    EXPECT_DOUBLE_EQ(depth.rates(5, 100.0)[0], 0.0);   // and above 0
-    depth.record(0, 0);  // a target-only step is no evidence
+    EXPECT_DOUBLE_EQ(depth.rates(5, 0.0)[0], 0.999);  // kept below 1
+    EXPECT_DOUBLE_EQ(depth.rates(5, 100.0)[0], 0.0);  // and above 0
+    depth.record(0, 0);                               // a target-only step is no evidence
     EXPECT_DOUBLE_EQ(depth.rates(1)[0], r[0]);
 }
 
 TEST(DraftLength, SequentialEqualSplitAsLlamaCpp) {
     using Split = std::vector<int32_t>;
     const auto split = [](std::vector<BatchShare> shares) { return sequential_equal_split(shares); };
-    EXPECT_EQ(split({{0, 9}, {1, 9}, {2, 9}}), Split{27});          // equal lengths: one micro-batch
-    EXPECT_EQ(split({{0, 1}, {1, 5}, {2, 5}}), Split({3, 8}));      // then the longer two together
-    EXPECT_EQ(split({{0, 5}, {1, 1}, {2, 5}}), Split({3, 4, 4}));   // 0 and 2 are not consecutive
-    EXPECT_EQ(split({{0, 2}, {2, 2}}), Split({2, 2}));              // a gap in the ids splits
-    EXPECT_EQ(split({{3, 1}, {4, 0}, {5, 1}}), Split({1, 1}));      // an empty share is a gap too
+    EXPECT_EQ(split({{0, 9}, {1, 9}, {2, 9}}), Split{27});         // equal lengths: one micro-batch
+    EXPECT_EQ(split({{0, 1}, {1, 5}, {2, 5}}), Split({3, 8}));     // then the longer two together
+    EXPECT_EQ(split({{0, 5}, {1, 1}, {2, 5}}), Split({3, 4, 4}));  // 0 and 2 are not consecutive
+    EXPECT_EQ(split({{0, 2}, {2, 2}}), Split({2, 2}));             // a gap in the ids splits
+    EXPECT_EQ(split({{3, 1}, {4, 0}, {5, 1}}), Split({1, 1}));     // an empty share is a gap too
     EXPECT_TRUE(split({}).empty());
 }
 
@@ -129,8 +129,8 @@ TEST(DraftLength, LookupDraftsCostTheirLookupNotDraftBatches) {
     std::vector<DraftCandidate> mixed = candidates({0.9, 0.9});
     mixed[1].model_drafts = false;
     mixed[1].lookup_seconds = 0.05e-3;
-    EXPECT_NEAR(evaluate_draft_lengths(verify, draft, mixed, {2, 6}).expected_seconds,
-                2 * 10e-3 + 2 * 1e-3 + 0.05e-3, 1e-12);  // micro-batches of 3+3 and 4: two passes
+    EXPECT_NEAR(evaluate_draft_lengths(verify, draft, mixed, {2, 6}).expected_seconds, 2 * 10e-3 + 2 * 1e-3 + 0.05e-3,
+                1e-12);  // micro-batches of 3+3 and 4: two passes
     EXPECT_NEAR(evaluate_draft_lengths(verify, draft, mixed, {0, 0}).expected_seconds, 10e-3 + 0.05e-3, 1e-12);
 }
 
@@ -169,8 +169,8 @@ TEST(DraftLength, CurveInterpolatesExtrapolatesAndAverages) {
     EXPECT_DOUBLE_EQ(curve.seconds(1), 1.0);   // never below the smallest size
     record_twice(2, 2.0);  // the first call rebuilds, but the reused one costs as much: no rebuild cost
     EXPECT_DOUBLE_EQ(curve.rebuild_seconds(), 0.0);
-    EXPECT_DOUBLE_EQ(curve.seconds(2), 1.2);   // 1.0 + 0.2 (2.0 − 1.0)
-    record_twice(6, 1.0);  // a noisy size below a smaller one's cost reads as that cost
+    EXPECT_DOUBLE_EQ(curve.seconds(2), 1.2);  // 1.0 + 0.2 (2.0 − 1.0)
+    record_twice(6, 1.0);                     // a noisy size below a smaller one's cost reads as that cost
     EXPECT_DOUBLE_EQ(curve.seconds(6), 1.2);
     EXPECT_DOUBLE_EQ(curve.seconds(4), 1.2);
     curve.record(0, 5.0);  // nonsense is ignored
@@ -260,7 +260,8 @@ TEST(DraftLength, TargetOnlyIsRetimedWhileSpeculationGainsLittle) {
     for (int i = 0; i < 100; ++i) EXPECT_FALSE(retime.due(large_gain, target_only));
     for (int i = 1; i < TargetOnlyRetime::kFirstInterval; ++i) EXPECT_FALSE(retime.due(small_gain, target_only)) << i;
     EXPECT_TRUE(retime.due(small_gain, target_only));
-    for (int i = 1; i < 2 * TargetOnlyRetime::kFirstInterval; ++i) EXPECT_FALSE(retime.due(small_gain, target_only)) << i;
+    for (int i = 1; i < 2 * TargetOnlyRetime::kFirstInterval; ++i)
+        EXPECT_FALSE(retime.due(small_gain, target_only)) << i;
     EXPECT_TRUE(retime.due(small_gain, target_only)) << "the interval doubles while the choice drafts";
     EXPECT_FALSE(retime.due(target_only, target_only));  // the choice steps aside: the interval resets
     for (int i = 1; i < TargetOnlyRetime::kFirstInterval; ++i) EXPECT_FALSE(retime.due(small_gain, target_only)) << i;
@@ -353,7 +354,8 @@ TEST(DraftLength, ASequenceWhoseDraftNeverHitsStepsAside) {
 
 TEST(DraftLength, FixedSequencesKeepTheirLengthAndTheOthersRespondBest) {
     const BatchCostCurve verify = linear_curve(5.0, 1.0), draft = linear_curve(0.1, 0.0);
-    const std::vector<DraftCandidate> mixed = {{0, std::vector<double>(16, 0.3), 8, 8}, {1, std::vector<double>(16, 0.8), 0, 16}};
+    const std::vector<DraftCandidate> mixed = {{0, std::vector<double>(16, 0.3), 8, 8},
+                                               {1, std::vector<double>(16, 0.8), 0, 16}};
     const DraftChoice choice = choose_draft_lengths(verify, draft, mixed);
     EXPECT_EQ(choice.lengths[0], 8);
     // The free sequence's length is its best response to the fixed one's (brute force).

@@ -35,7 +35,8 @@ TEST(JudgeSpan, ParsesEachKindAndPrintsItBack) {
 }
 
 TEST(JudgeSpan, RefusesMalformedSpecsInOneLine) {
-    for (const char* bad : {"", "some", "until:", "think:", "think:<think>", "think:<think>,", "think:,</think>", "ALL"}) {
+    for (const char* bad :
+         {"", "some", "until:", "think:", "think:<think>", "think:<think>,", "think:,</think>", "ALL"}) {
         try {
             JudgeSpan::parse(bad);
             ADD_FAILURE() << "accepted '" << bad << "'";
@@ -51,8 +52,9 @@ TEST(SpanTracker, AllIsAlwaysOpen) {
 
 TEST(SpanTracker, UntilClosesAtTheTokenThatCompletesTheString) {
     // The token carrying the string's last bytes is not relaxable, nor is anything after it, ever.
-    EXPECT_EQ(relaxable("until:The answer is", {"So", " 2 + 2 = 4.", " The", " answer", " is", " 4", ".", " The answer is"}),
-              (std::vector<bool>{true, true, true, true, false, false, false, false}));
+    EXPECT_EQ(
+        relaxable("until:The answer is", {"So", " 2 + 2 = 4.", " The", " answer", " is", " 4", ".", " The answer is"}),
+        (std::vector<bool>{true, true, true, true, false, false, false, false}));
     // The string inside one token, with more text after it.
     EXPECT_EQ(relaxable("until:answer is", {"x", "The answer is 4", "y"}), (std::vector<bool>{true, false, false}));
     // Split in the middle of a word across three pieces.

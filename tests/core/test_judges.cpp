@@ -83,7 +83,8 @@ TEST(FsdJudge, DisjointSupports) {
     const std::vector<float> target{0.0f, kMinusInf};
     const std::vector<float> draft{kMinusInf, 0.0f};
     EXPECT_TRUE(std::isinf(FsdJudge(1e9, Divergence::ReverseKl).decide(position(target, draft, 1)).statistic));
-    EXPECT_NEAR(FsdJudge(1.0, Divergence::JensenShannon).decide(position(target, draft, 1)).statistic, std::log(2.0), 1e-9);
+    EXPECT_NEAR(FsdJudge(1.0, Divergence::JensenShannon).decide(position(target, draft, 1)).statistic, std::log(2.0),
+                1e-9);
     EXPECT_EQ(parse_divergence("js"), Divergence::JensenShannon);
     EXPECT_THROW(parse_divergence("hellinger"), Error);
 }
@@ -124,8 +125,8 @@ TEST(KlJudge, ConfidenceMask) {
 
 // The mask reads the target's confidence, not the draft's: each alone on its side of m = 0.9.
 TEST(KlJudge, ConfidenceMaskReadsTheTarget) {
-    const std::vector<float> unsure{0.0f, 0.0f};                   // (1/2, 1/2)
-    const std::vector<float> confident{std::log(99.0f), 0.0f};     // (0.99, 0.01)
+    const std::vector<float> unsure{0.0f, 0.0f};                // (1/2, 1/2)
+    const std::vector<float> confident{std::log(99.0f), 0.0f};  // (0.99, 0.01)
     const KlJudge judge(1e9, 0.9);
     EXPECT_TRUE(judge.decide(position(unsure, confident, 0)).relaxed) << "an unsure target relaxes";
     EXPECT_FALSE(judge.decide(position(confident, unsure, 1)).relaxed) << "a confident target never does";

@@ -1,15 +1,15 @@
 // The production engines' relaxed-acceptance rules on hand-computed distributions.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <random>
 #include <vector>
 
+#include "core/acceptance.h"
 #include "core/error.h"
 #include "core/judge_factory.h"
-#include "core/acceptance.h"
 #include "core/judges/fly_judge.h"
 #include "core/judges/probability_judges.h"
 #include "draft_position.h"
@@ -41,7 +41,7 @@ TEST(TopNDeltaJudge, HandComputed) {
     EXPECT_TRUE(d1.relaxed);
     EXPECT_NEAR(d1.statistic, 0.25, 1e-7);
     EXPECT_FALSE(TopNDeltaJudge(2, 0.2499).decide(position(kTarget, kDraft, 1)).relaxed);  // gap too large
-    EXPECT_FALSE(TopNDeltaJudge(1, 0.5).decide(position(kTarget, kDraft, 1)).relaxed);   // not in the top-1
+    EXPECT_FALSE(TopNDeltaJudge(1, 0.5).decide(position(kTarget, kDraft, 1)).relaxed);     // not in the top-1
     // d = 2 has the same gap but rank 2: outside the top-2.
     EXPECT_FALSE(TopNDeltaJudge(2, 0.5).decide(position(kTarget, kDraft, 2)).relaxed);
     EXPECT_TRUE(TopNDeltaJudge(3, 0.2501).decide(position(kTarget, kDraft, 2)).relaxed);
@@ -83,7 +83,7 @@ namespace klspec {
 namespace {
 
 JudgeOptions rule_options(std::string rule, std::optional<double> threshold, std::optional<int32_t> topk,
-                         std::optional<double> max_tv) {
+                          std::optional<double> max_tv) {
     JudgeOptions o;
     o.rule = std::move(rule);
     o.threshold = threshold;
@@ -171,16 +171,17 @@ TEST(FlyJudge, TopThreeEntropyDecides) {
 // The acceptance step overrides a rejection only when the next W drafts match the target natively.
 TEST(FlyJudge, RelaxesOnlyWhenTheNextWDraftsMatch) {
     // Position 0 is uncertain (argmax 0, d = 1); positions 1..3 have argmax 2; the bonus argmax is 3.
-    const std::vector<std::vector<float>> target{{0.1f, 0.0f, 0.0f, -9.0f}, {0, 0, 5, 0}, {0, 0, 5, 0},
-                                                 {0, 0, 5, 0}, {0, 0, 0, 9}};
+    const std::vector<std::vector<float>> target{
+        {0.1f, 0.0f, 0.0f, -9.0f}, {0, 0, 5, 0}, {0, 0, 5, 0}, {0, 0, 5, 0}, {0, 0, 0, 9}};
     const std::vector<float> draft(4, 0.0f);
     const FlyJudge fly(1.0, 2);
     Rng rng(0);
     const auto run = [&](std::vector<int32_t> tokens) {
         AcceptanceStep step(SamplingParams{}, fly);
         return step.run(
-            static_cast<int32_t>(tokens.size()), [&](int32_t i) { return position(target[size_t(i)], draft, tokens[size_t(i)]); },
-            target[tokens.size()], rng);
+            static_cast<int32_t>(tokens.size()),
+            [&](int32_t i) { return position(target[size_t(i)], draft, tokens[size_t(i)]); }, target[tokens.size()],
+            rng);
     };
     StepOutcome o = run({1, 2, 2, 2});  // the next 2 match: relaxed, then all accepted
     EXPECT_EQ(o.accepted, 4);

@@ -63,8 +63,7 @@ TEST(ShapeLogits, TopKKeepsTheLargest) {
     EXPECT_EQ(shaped(logits, params(1.0f, 2)), (std::vector<float>{kMinusInf, 3.0f, kMinusInf, 3.0f, kMinusInf}));
     EXPECT_EQ(shaped(logits, params(1.0f, 3)), (std::vector<float>{kMinusInf, 3.0f, 2.0f, 3.0f, kMinusInf}));
     // Ties at the cut go to the lower index.
-    EXPECT_EQ(shaped(logits, params(1.0f, 1)),
-              (std::vector<float>{kMinusInf, 3.0f, kMinusInf, kMinusInf, kMinusInf}));
+    EXPECT_EQ(shaped(logits, params(1.0f, 1)), (std::vector<float>{kMinusInf, 3.0f, kMinusInf, kMinusInf, kMinusInf}));
     EXPECT_EQ(shaped(logits, params(1.0f, 5)), logits);
     EXPECT_EQ(shaped(logits, params(1.0f, 0)), logits);
 }
@@ -99,7 +98,10 @@ std::vector<float> reference_shaped(const std::vector<float>& logits, float temp
     double mass = 0;
     for (size_t r = 0; r < k && top_p < 1.0f; ++r) {
         mass += std::exp(double(out[order[r]]) - out[order[0]]) / total;
-        if (mass >= top_p) { keep = r + 1; break; }
+        if (mass >= top_p) {
+            keep = r + 1;
+            break;
+        }
     }
     for (size_t r = keep; r < out.size(); ++r) out[order[r]] = kMinusInf;
     return out;
@@ -122,8 +124,8 @@ TEST(ShapeLogits, LargeVocabulariesMatchTheSortedReference) {
                 size_t differences = 0;
                 for (size_t v = 0; v < vocab; ++v) differences += (got[v] == kMinusInf) != (expected[v] == kMinusInf);
                 // The bucketed sums round differently from a sorted running sum: allow one token at the cut.
-                EXPECT_LE(differences, 1u) << "V " << vocab << ", spread " << spread << ", top-k " << top_k
-                                           << ", top-p " << top_p;
+                EXPECT_LE(differences, 1u)
+                    << "V " << vocab << ", spread " << spread << ", top-k " << top_k << ", top-p " << top_p;
             }
         }
     }

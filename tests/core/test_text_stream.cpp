@@ -106,7 +106,7 @@ TEST(TextStream, ALineIndentedLessThanTheLimitEndsTheTextAfterItsIndentation) {
 TEST(TextStream, TheFirstLineIsLookedAtOnePieceLateAndStreamingHoldsItBack) {
     TextStream stream({}, 1);
     EXPECT_FALSE(stream.append("a\n"));
-    EXPECT_FALSE(stream.append("b"));  // upstream looks at this line only with the next piece
+    EXPECT_FALSE(stream.append("b"));        // upstream looks at this line only with the next piece
     EXPECT_EQ(stream.take_stable(), "a\n");  // so it may still go
     EXPECT_TRUE(stream.append("c"));
     EXPECT_EQ(stream.text(), "a\n");

@@ -11,7 +11,8 @@ namespace {
 
 TEST(TokenLogprobs, LogSoftmaxOfTheChosenTokenAndTheTopOnes) {
     // softmax(log 1, log 2, log 3, log 2) = (1, 2, 3, 2) / 8; the shift by 100 must not matter.
-    const std::vector<float> logits = {100 + std::log(1.0f), 100 + std::log(2.0f), 100 + std::log(3.0f), 100 + std::log(2.0f)};
+    const std::vector<float> logits = {100 + std::log(1.0f), 100 + std::log(2.0f), 100 + std::log(3.0f),
+                                       100 + std::log(2.0f)};
     const TokenLogprobs out = token_logprobs(logits, 0, 3);
     EXPECT_EQ(out.chosen.token, 0);
     EXPECT_NEAR(out.chosen.logprob, std::log(1.0 / 8), 1e-5);

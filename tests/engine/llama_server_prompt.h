@@ -14,7 +14,8 @@ namespace klspec::test {
 // What llama-server sends the model for a chat: its chat code with the inputs it sets by default
 // (tools/server: oaicompat_chat_params_parse, and the server context's chat_params), then its tokenizer
 // with special tokens added and parsed.
-inline std::string llama_server_prompt(const Model& model, const std::string& template_source, const ChatMessages& chat) {
+inline std::string llama_server_prompt(const Model& model, const std::string& template_source,
+                                       const ChatMessages& chat) {
     const common_params defaults{};
     const common_chat_templates_ptr templates = common_chat_templates_init(model.get(), template_source);
     common_chat_templates_inputs inputs;
@@ -27,7 +28,8 @@ inline std::string llama_server_prompt(const Model& model, const std::string& te
     inputs.use_jinja = defaults.use_jinja;
     inputs.add_generation_prompt = true;
     inputs.reasoning_format = defaults.reasoning_format;
-    inputs.enable_thinking = defaults.enable_reasoning != 0 && common_chat_templates_support_enable_thinking(templates.get());
+    inputs.enable_thinking =
+        defaults.enable_reasoning != 0 && common_chat_templates_support_enable_thinking(templates.get());
     return common_chat_templates_apply(templates.get(), inputs).prompt;
 }
 

@@ -22,9 +22,7 @@ void expect_one_line_error(const test::CommandResult& r, const std::string& phra
     EXPECT_EQ(r.output, "") << "an error's output goes to stderr alone";
 }
 
-void write_file(const std::string& path, const std::string& bytes) {
-    std::ofstream(path, std::ios::binary) << bytes;
-}
+void write_file(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
 
 TEST(BadInput, MissingModelFile) {
     expect_one_line_error(test::run_command(generate_cmd("-m /nonexistent/model.gguf -p hi")), "does not exist");
@@ -55,14 +53,14 @@ TEST(BadInput, MismatchedVocabulary) {
     bytes[at + token_text.size() - 1] = 'o';
     const std::string path = test::temp_path("other-vocab.gguf");
     write_file(path, bytes);
-    expect_one_line_error(
-        test::run_command(generate_cmd("-m " + test::kTargetModel + " -md " + path + " -p hi")),
-        "vocabularies differ");
+    expect_one_line_error(test::run_command(generate_cmd("-m " + test::kTargetModel + " -md " + path + " -p hi")),
+                          "vocabularies differ");
 }
 
 TEST(BadInput, PromptLongerThanContext) {
     expect_one_line_error(
-        test::run_command(generate_cmd("-m " + test::kTargetModel + " -c 16 -p 'Once upon a time there was a "
+        test::run_command(generate_cmd("-m " + test::kTargetModel +
+                                       " -c 16 -p 'Once upon a time there was a "
                                        "little girl named Lily who liked to play in the park with her dog'")),
         "context");
 }
@@ -93,10 +91,11 @@ TEST(BadInput, PollLevelOutOfRange) {
 }
 
 TEST(BadInput, DraftThreadsOutOfRange) {
-    expect_one_line_error(test::run_command(generate_cmd("-m " + test::kTargetModel + " -md " + test::kDraftQ8 +
-                                                         " -p hi -td 600")),
-                          "draft threads must be in 0..512");
-    expect_one_line_error(test::run_command(generate_cmd("-m " + test::kTargetModel + " -p hi -td -1")), "threads-draft");
+    expect_one_line_error(
+        test::run_command(generate_cmd("-m " + test::kTargetModel + " -md " + test::kDraftQ8 + " -p hi -td 600")),
+        "draft threads must be in 0..512");
+    expect_one_line_error(test::run_command(generate_cmd("-m " + test::kTargetModel + " -p hi -td -1")),
+                          "threads-draft");
 }
 
 TEST(BadInput, PriorityAndCpuSetsOutOfRange) {
@@ -154,9 +153,8 @@ TEST(BadInput, SpecTypes) {
 }
 
 TEST(BadInput, ParallelOutOfRange) {
-    expect_one_line_error(test::run_command(test::kCli + " bench -m " + test::kTargetModel +
-                                            " --dataset /dev/null -np 0"),
-                          "parallel");
+    expect_one_line_error(
+        test::run_command(test::kCli + " bench -m " + test::kTargetModel + " --dataset /dev/null -np 0"), "parallel");
 }
 
 TEST(BadInput, UnknownFlag) {

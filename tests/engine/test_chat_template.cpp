@@ -10,12 +10,12 @@
 
 #include <fmt/chrono.h>
 
+#include "build_paths.h"
 #include "core/error.h"
 #include "engine/chat_template.h"
 #include "llama.h"
 #include "llama_server_prompt.h"
 #include "test_support.h"
-#include "build_paths.h"
 
 namespace klspec {
 namespace {
@@ -37,15 +37,16 @@ struct Family {
 };
 
 TEST(ChatTemplate, RealFamilyTemplatesRenderAsLlamaCppsBuiltInFormatting) {
-    const ChatMessages with_system = {{"system", "You are terse."}, {"user", "Hi there"},
-                                      {"assistant", "Hello."}, {"user", "What is 2 + 2?"}};
+    const ChatMessages with_system = {
+        {"system", "You are terse."}, {"user", "Hi there"}, {"assistant", "Hello."}, {"user", "What is 2 + 2?"}};
     const ChatMessages alternating = {{"user", "Hi there"}, {"assistant", "Hello."}, {"user", "What is 2 + 2?"}};
     const std::vector<Family> families = {
         {"Qwen-Qwen2.5-7B-Instruct", "qwen2", "chatml", with_system, ""},
         {"google-gemma-2-2b-it", "gemma-4", "gemma", alternating, ""},
         {"microsoft-Phi-3.5-mini-instruct", "phi-3", "phi3", with_system, ""},
         {"meta-llama-Llama-3.1-8B-Instruct", "llama-bpe", "llama3", with_system,
-         fmt::format("Cutting Knowledge Date: December 2023\nToday Date: {:%d %b %Y}\n\n", fmt::localtime(std::time(nullptr)))},
+         fmt::format("Cutting Knowledge Date: December 2023\nToday Date: {:%d %b %Y}\n\n",
+                     fmt::localtime(std::time(nullptr)))},
     };
     for (const Family& family : families) {
         const std::string jinja = kLlamaModels + "/templates/" + family.jinja + ".jinja";
@@ -60,8 +61,7 @@ TEST(ChatTemplate, RealFamilyTemplatesRenderAsLlamaCppsBuiltInFormatting) {
         EXPECT_EQ(builtin.origin(), "built-in " + family.builtin);
         const std::string rendered = from_file.apply(family.messages);
         std::string expected = builtin.apply(family.messages);
-        if (!family.system_preamble.empty())
-            expected.insert(expected.find("You are terse."), family.system_preamble);
+        if (!family.system_preamble.empty()) expected.insert(expected.find("You are terse."), family.system_preamble);
         EXPECT_EQ(rendered, expected) << family.jinja;
         EXPECT_NE(rendered.find("What is 2 + 2?"), std::string::npos) << family.jinja;
     }
@@ -71,14 +71,25 @@ TEST(ChatTemplate, RealFamilyTemplatesRenderAsLlamaCppsBuiltInFormatting) {
 // real tokenizers: the model's own template, and files from the pinned tree's models/templates, give what
 // llama-server gives, text and tokens, one BOS at most.
 TEST(ChatTemplate, ServesChatPromptIsLlamaServersOnRealFamilies) {
-    const ChatMessages chat = {{"system", "You are terse."}, {"user", "Hi there"}, {"assistant", "Hello."},
+    const ChatMessages chat = {{"system", "You are terse."},
+                               {"user", "Hi there"},
+                               {"assistant", "Hello."},
                                {"user", "What is 2 + 2? Grüße 🙂"}};
-    const std::vector<std::pair<std::string, std::string>> cases = {  // vocabulary, template ("": the model's own)
-        {"qwen2", ""}, {"qwen35", ""}, {"gemma-4", ""}, {"phi-3", ""},
-        {"llama-bpe", "meta-llama-Llama-3.1-8B-Instruct"}, {"llama-bpe", "meta-llama-Llama-3.3-70B-Instruct"},
-        {"qwen2", "Qwen-Qwen2.5-7B-Instruct"}, {"qwen35", "Qwen3.5-4B"}, {"qwen35", "Qwen-Qwen3-0.6B"},
-        {"gemma-4", "google-gemma-4-31B-it"}, {"phi-3", "microsoft-Phi-3.5-mini-instruct"},
-        {"deepseek-llm", "deepseek-ai-DeepSeek-V3.1"}, {"llama-spm", "mistralai-Mistral-Nemo-Instruct-2407"},
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        // vocabulary, template ("": the model's own)
+        {"qwen2", ""},
+        {"qwen35", ""},
+        {"gemma-4", ""},
+        {"phi-3", ""},
+        {"llama-bpe", "meta-llama-Llama-3.1-8B-Instruct"},
+        {"llama-bpe", "meta-llama-Llama-3.3-70B-Instruct"},
+        {"qwen2", "Qwen-Qwen2.5-7B-Instruct"},
+        {"qwen35", "Qwen3.5-4B"},
+        {"qwen35", "Qwen-Qwen3-0.6B"},
+        {"gemma-4", "google-gemma-4-31B-it"},
+        {"phi-3", "microsoft-Phi-3.5-mini-instruct"},
+        {"deepseek-llm", "deepseek-ai-DeepSeek-V3.1"},
+        {"llama-spm", "mistralai-Mistral-Nemo-Instruct-2407"},
     };
     ModelOptions vocab_only;
     vocab_only.vocab_only = true;
@@ -122,8 +133,10 @@ TEST(ChatTemplate, TheModelsOwnElseChatmlAsLlamaServer) {
     EXPECT_EQ(own.source(), *templated.chat_template());
     EXPECT_EQ(own.apply(chat), chatml);  // its Jinja text writes chatml
     // A file overrides the model's own.
-    const ChatTemplate custom(templated, write_file("custom.jinja", "{% for m in messages %}[{{ m.role }}] {{ m.content }}\n"
-                                                                       "{% endfor %}{% if add_generation_prompt %}[assistant] {% endif %}"));
+    const ChatTemplate custom(templated,
+                              write_file("custom.jinja",
+                                         "{% for m in messages %}[{{ m.role }}] {{ m.content }}\n"
+                                         "{% endfor %}{% if add_generation_prompt %}[assistant] {% endif %}"));
     EXPECT_EQ(custom.apply({{"system", "be brief"}, {"user", "hi"}}), "[system] be brief\n[user] hi\n[assistant] ");
 }
 
@@ -139,15 +152,17 @@ TEST(ChatTemplate, BadChoicesAndTemplatesAreOneLineErrors) {
     };
     EXPECT_NE(message_of("no-such-template").find("neither a file nor a built-in template ("), std::string::npos);
     EXPECT_NE(message_of("no-such-template").find(", llama3, "), std::string::npos);
-    EXPECT_NE(message_of(write_file("empty.jinja", "")).find("cannot read the file, or it is empty"), std::string::npos);
+    EXPECT_NE(message_of(write_file("empty.jinja", "")).find("cannot read the file, or it is empty"),
+              std::string::npos);
     const std::string unparsable = message_of(write_file("broken.jinja", "{% for m in messages %}{{ m.content }"));
     EXPECT_NE(unparsable.find("chat template (file "), std::string::npos) << unparsable;
     EXPECT_EQ(unparsable.find('\n'), std::string::npos) << unparsable;
 
     // A template may refuse a chat at request time (many raise on roles that do not alternate): an Error.
-    const ChatTemplate strict(model, write_file("strict.jinja", "{% for m in messages %}{% if m.content == 'forbidden' %}"
-                                                                "{{ raise_exception('no such content') }}"
-                                                                "{% endif %}{{ m.content }}{% endfor %}"));
+    const ChatTemplate strict(model, write_file("strict.jinja",
+                                                "{% for m in messages %}{% if m.content == 'forbidden' %}"
+                                                "{{ raise_exception('no such content') }}"
+                                                "{% endif %}{{ m.content }}{% endfor %}"));
     EXPECT_THROW(strict.apply({{"user", "forbidden"}}), Error);
     EXPECT_EQ(strict.apply({{"user", "hi"}}), "hi");
 }
@@ -155,13 +170,16 @@ TEST(ChatTemplate, BadChoicesAndTemplatesAreOneLineErrors) {
 TEST(ChatTemplate, ReasoningMarkersComeFromTheTemplateAsLlamaCppReadsThem) {
     const std::string vocab = kLlamaModels + "/ggml-vocab-qwen2.gguf";
     const auto template_file = [&](const std::string& name) { return kLlamaModels + "/templates/" + name + ".jinja"; };
-    for (const std::string& name : {std::string("Qwen-Qwen3-0.6B"), std::string("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B"),
-                                    std::string("Qwen-Qwen2.5-7B-Instruct")})
-        if (!std::filesystem::exists(template_file(name)) || !std::filesystem::exists(vocab)) GTEST_SKIP() << "no " << name;
+    for (const std::string& name :
+         {std::string("Qwen-Qwen3-0.6B"), std::string("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B"),
+          std::string("Qwen-Qwen2.5-7B-Instruct")})
+        if (!std::filesystem::exists(template_file(name)) || !std::filesystem::exists(vocab))
+            GTEST_SKIP() << "no " << name;
     ModelOptions vocab_only;
     vocab_only.vocab_only = true;
     const Model model(vocab, vocab_only);
-    for (const std::string& name : {std::string("Qwen-Qwen3-0.6B"), std::string("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B")}) {
+    for (const std::string& name :
+         {std::string("Qwen-Qwen3-0.6B"), std::string("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B")}) {
         const JudgeSpan span = resolve_judge_span(JudgeSpan::parse("think"), ChatTemplate(model, template_file(name)));
         EXPECT_EQ(span.open, "<think>") << name;
         ASSERT_FALSE(span.close.empty()) << name;
@@ -177,7 +195,8 @@ TEST(ChatTemplate, ReasoningMarkersComeFromTheTemplateAsLlamaCppReadsThem) {
         EXPECT_EQ(message.find('\n'), std::string::npos) << message;
     }
     // Given markers and other spans pass through unchanged.
-    EXPECT_EQ(resolve_judge_span(JudgeSpan::parse("think:<a>,</a>"), ChatTemplate(model, "")).to_string(), "think:<a>,</a>");
+    EXPECT_EQ(resolve_judge_span(JudgeSpan::parse("think:<a>,</a>"), ChatTemplate(model, "")).to_string(),
+              "think:<a>,</a>");
     EXPECT_EQ(resolve_judge_span(JudgeSpan::parse("until:x"), model).to_string(), "until:x");
 }
 

@@ -45,7 +45,7 @@ TEST_P(DefaultPair, SpeculativeOutputEqualsTargetOnly) {
         const std::string question = row.at("question");
         const Scorer scorer = parse_scorer(row.at("scorer").get<std::string>());
         const std::string gold = row.at("final").is_string() ? row.at("final").get<std::string>()
-                                                              : std::to_string(row.at("final").get<int64_t>());
+                                                             : std::to_string(row.at("final").get<int64_t>());
         const GenerationResult reference = target_only.generate(question, options);
         const GenerationResult result = speculative.generate(question, options);
         if (result.tokens != reference.tokens) {

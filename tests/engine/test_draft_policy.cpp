@@ -50,7 +50,8 @@ protected:
     GenerationResult decode_with_costs(BatchCostCurve verify, BatchCostCurve draft_costs, const std::string& label) {
         SpeculativeDecoder decoder(target, &draft, test_context());
         decoder.set_step_costs(std::move(verify), std::move(draft_costs), /*draft_catch_up_seconds_per_token=*/0.0);
-        const test::GreedyReference reference = test::greedy_reference(target, "Once upon a time", kTokens, test_context());
+        const test::GreedyReference reference =
+            test::greedy_reference(target, "Once upon a time", kTokens, test_context());
         GenerationResult result = decoder.generate("Once upon a time", automatic());
         int64_t divergences = 0;
         test::check_equal_up_to_near_tie(reference, result.tokens, label, divergences);
@@ -121,8 +122,8 @@ TEST_F(DraftPolicyTest, ComputeBoundCostsDecodeTargetOnlyAndProbeAtTheirPrice) {
     // decoding, not 40 %).
     std::vector<std::pair<int32_t, int32_t>> probes;
     const GenerationResult result = compute_bound_decode(linear_curve(0.0, 0.0), 0.0, &probes);
-    std::cout << "[ probes   ] " << result.stats.target_calls << " target calls, " << result.stats.drafted << " drafted, "
-              << result.stats.draft_prefilled_tokens << " prefilled by the draft\n";
+    std::cout << "[ probes   ] " << result.stats.target_calls << " target calls, " << result.stats.drafted
+              << " drafted, " << result.stats.draft_prefilled_tokens << " prefilled by the draft\n";
     ASSERT_FALSE(probes.empty()) << "a sequence that stopped drafting is probed again";
     EXPECT_EQ(probes.front(), std::make_pair(DraftProbe::kFirstInterval - 1, DraftProbe::kProbeLength));
     ASSERT_GE(probes.size(), 2u);
@@ -349,7 +350,8 @@ TEST_F(DraftPolicyTest, TheTargetOnlyPriceIsRetimedWhileSpeculationGainsLittle) 
         for (size_t i = 0; i < steps.size(); ++i) {
             if (!steps[i].predicted || steps[i].lengths[0] > 0) continue;
             target_only_steps.push_back(i);
-            EXPECT_DOUBLE_EQ(steps[i].predicted_seconds, steps[i].target_only_seconds) << "the step predicted is the one sent";
+            EXPECT_DOUBLE_EQ(steps[i].predicted_seconds, steps[i].target_only_seconds)
+                << "the step predicted is the one sent";
             EXPECT_DOUBLE_EQ(steps[i].predicted_tokens, 1.0);
         }
         std::vector<size_t> expected;

@@ -36,9 +36,12 @@ GenerationResult run(const JudgeOptions& judge_options, const std::string& promp
 std::string write_head(double bias, double weight, int coordinate) {
     std::vector<double> zeros(2 * kEmbd, 0.0), ones(2 * kEmbd, 1.0), weights(2 * kEmbd, 0.0);
     weights[kEmbd + coordinate] = weight;
-    const nlohmann::json head = {{"draft_hidden_size", kEmbd}, {"target_hidden_size", kEmbd},
-                                 {"mean", zeros},           {"scale", ones},
-                                 {"weights", weights},      {"bias", bias},
+    const nlohmann::json head = {{"draft_hidden_size", kEmbd},
+                                 {"target_hidden_size", kEmbd},
+                                 {"mean", zeros},
+                                 {"scale", ones},
+                                 {"weights", weights},
+                                 {"bias", bias},
                                  {"threshold", 0.5}};
     const std::string path = test::temp_path("head-" + std::to_string(bias) + "-" + std::to_string(weight) + ".json");
     std::ofstream(path) << head.dump();

@@ -96,7 +96,8 @@ TEST_P(LosslessTest, Gsm8kQuestions) {
 }
 
 TEST(NearTieBound, BatchedAndSingleTokenLogitsDifferByLessThanHalfTheBound) {
-    const double stories = test::max_batch_single_difference(test::kTargetModel, test::story_prompts(10), kTokens, test_context());
+    const double stories =
+        test::max_batch_single_difference(test::kTargetModel, test::story_prompts(10), kTokens, test_context());
     std::vector<std::string> problems;
     std::ifstream dataset(test::kWordTestSet);
     for (std::string line; problems.size() < 3 && std::getline(dataset, line);)
@@ -112,7 +113,9 @@ TEST(NearTieBound, BatchedAndSingleTokenLogitsDifferByLessThanHalfTheBound) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Drafts, LosslessTest, ::testing::Values(test::kDraftQ8, test::kDraftQ4),
-                         [](const auto& param_info) { return param_info.index == 0 ? std::string("Q8_0") : std::string("Q4_0"); });
+                         [](const auto& param_info) {
+                             return param_info.index == 0 ? std::string("Q8_0") : std::string("Q4_0");
+                         });
 
 }  // namespace
 }  // namespace klspec

@@ -170,7 +170,8 @@ TEST(NgramDrafting, DraftersHearWhatLlamaCppsOwnLoopWouldTellThem) {
                 return false;
             });
             // The target's tokens, step by step: an end-of-generation token ends the last one (not emitted).
-            if (result.stop_reason == StopReason::EndOfGeneration) steps.back().tokens.push_back(target.eos_token().value());
+            if (result.stop_reason == StopReason::EndOfGeneration)
+                steps.back().tokens.push_back(target.eos_token().value());
             std::vector<int32_t> tokens = target.tokenize(prompt, /*add_bos=*/true, /*parse_special=*/true);
             replay.begin(0, tokens);
             int32_t generated = 0;
@@ -225,8 +226,8 @@ TEST(NgramDrafting, RulesThatReadTheDraftModelAreRefused) {
     ContextOptions context = test_context();
     context.hidden_states = true;
     SpeculativeDecoder decoder(target, &draft, context, ngram_options({"ngram-simple"}));
-    for (const auto& [rule, missing] : {std::pair<std::string, std::string>{"kl", "distribution q"},
-                                        {"draft-entropy", "distribution q"}}) {
+    for (const auto& [rule, missing] :
+         {std::pair<std::string, std::string>{"kl", "distribution q"}, {"draft-entropy", "distribution q"}}) {
         JudgeOptions judge;
         judge.rule = rule;
         judge.threshold = 0.5;

@@ -5,8 +5,8 @@
 #include <sched.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
-#include <thread>
 #include <unistd.h>
+#include <thread>
 
 #include <functional>
 

@@ -35,7 +35,7 @@ TEST(PromptCache, TheBudgetDropsTheLeastRecentlyUsedAndRefusesWhatCannotFit) {
     EXPECT_EQ(cache.entries(), 2u);
     EXPECT_EQ(cache.bytes(), 22u);
     ASSERT_NE(cache.best(std::vector<int32_t>{2}, 0), nullptr);  // used: {1} is now the least recently used
-    cache.save(entry({3}, 10));  // 32 bytes > 25: {1} goes
+    cache.save(entry({3}, 10));                                  // 32 bytes > 25: {1} goes
     EXPECT_EQ(cache.entries(), 2u);
     EXPECT_EQ(cache.bytes(), 20u);
     EXPECT_EQ(cache.best(std::vector<int32_t>{1}, 0), nullptr);

@@ -20,7 +20,8 @@ namespace {
 ggml_backend_buffer_type_t repack_buffer_type(ggml_backend_dev_t cpu) {
     ggml_backend_reg_t reg = ggml_backend_dev_backend_reg(cpu);
     using GetExtraBufts = ggml_backend_buffer_type_t* (*)(ggml_backend_dev_t);
-    auto get = reinterpret_cast<GetExtraBufts>(ggml_backend_reg_get_proc_address(reg, "ggml_backend_dev_get_extra_bufts"));
+    auto get =
+        reinterpret_cast<GetExtraBufts>(ggml_backend_reg_get_proc_address(reg, "ggml_backend_dev_get_extra_bufts"));
     if (get == nullptr) return nullptr;
     for (ggml_backend_buffer_type_t* buft = get(cpu); buft != nullptr && *buft != nullptr; ++buft)
         if (std::string(ggml_backend_buft_name(*buft)) == "CPU_REPACK") return *buft;
@@ -106,10 +107,13 @@ TEST_P(RepackedKernels, ComputeThePlainProductUpToRounding) {
     const ggml_type type = GetParam();
     const std::vector<float> repacked = product(type, repack_, 8);
     const std::vector<float> plain = product(type, ggml_backend_dev_buffer_type(cpu_), 8);
-    for (size_t i = 0; i < plain.size(); ++i) EXPECT_NEAR(repacked[i], plain[i], 1e-3F) << ggml_type_name(type) << " " << i;
+    for (size_t i = 0; i < plain.size(); ++i)
+        EXPECT_NEAR(repacked[i], plain[i], 1e-3F) << ggml_type_name(type) << " " << i;
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, RepackedKernels, ::testing::Values(GGML_TYPE_Q4_K, GGML_TYPE_Q4_0),
-                         [](const ::testing::TestParamInfo<ggml_type>& info) { return std::string(ggml_type_name(info.param)); });
+                         [](const ::testing::TestParamInfo<ggml_type>& info) {
+                             return std::string(ggml_type_name(info.param));
+                         });
 
 }  // namespace

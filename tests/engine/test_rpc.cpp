@@ -20,9 +20,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "build_paths.h"
 #include "core/error.h"
 #include "test_support.h"
-#include "build_paths.h"
 
 namespace klspec {
 namespace {
@@ -60,7 +60,8 @@ bool accepts_connections(int port) {
 // reaped when this goes out of scope, so no test leaves one running.
 class RpcServerProcess {
 public:
-    RpcServerProcess() : port_(free_loopback_port()), log_path_(test::temp_path("rpc-server-" + std::to_string(port_) + ".log")) {
+    RpcServerProcess()
+        : port_(free_loopback_port()), log_path_(test::temp_path("rpc-server-" + std::to_string(port_) + ".log")) {
         pid_ = fork();
         if (pid_ == 0) {
             freopen(log_path_.c_str(), "w", stdout);
@@ -126,7 +127,8 @@ TEST(Rpc, TargetOnTwoServersGivesTheLocalTokens) {
             EXPECT_EQ(local.tokens.size(), 48u);
             // Both servers hold part of the weights (llama.cpp names a buffer by device and server); locally none does.
             for (const RpcServerProcess* server : {&first, &second}) {
-                EXPECT_NE(remote.llama_log.find("RPC0[" + server->endpoint() + "] model buffer size"), std::string::npos)
+                EXPECT_NE(remote.llama_log.find("RPC0[" + server->endpoint() + "] model buffer size"),
+                          std::string::npos)
                     << remote.llama_log;
             }
             EXPECT_EQ(local.llama_log.find("RPC"), std::string::npos);

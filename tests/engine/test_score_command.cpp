@@ -6,8 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "test_support.h"
 #include "build_paths.h"
+#include "test_support.h"
 
 namespace klspec {
 namespace {
@@ -46,18 +46,21 @@ TEST(ScoreCommand, Gsm8kAndMmluProUseTheirOwnIdsAndGolds) {
     {
         std::ofstream out(predictions);
         // Test line 0's gold is 18 ("#### 18").
-        out << R"({"id": 0, "output": "She makes 9 * 2 = $18. The answer is $18."})" << "\n";
-        out << R"({"id": 1, "output": "The answer is 4."})" << "\n";
+        out << R"({"id": 0, "output": "She makes 9 * 2 = $18. The answer is $18."})"
+            << "\n";
+        out << R"({"id": 1, "output": "The answer is 4."})"
+            << "\n";
     }
-    const test::CommandResult r = test::run_command(test::kCli + " score --json --dataset gsm8k --data-dir " + kDatasets +
-                                                    " --predictions " + predictions);
+    const test::CommandResult r = test::run_command(test::kCli + " score --json --dataset gsm8k --data-dir " +
+                                                    kDatasets + " --predictions " + predictions);
     ASSERT_EQ(r.exit_code, 0) << r.errors;
     const nlohmann::json summary = nlohmann::json::parse(r.output);
     EXPECT_EQ(summary.at("correct"), 1);  // line 1's gold is 3
     EXPECT_EQ(summary.at("dataset_size"), 1319);
 
     const std::string mmlu = test::temp_path("mmlu-predictions.jsonl");
-    std::ofstream(mmlu) << R"({"id": 70, "output": "Unsafe practices cause distress. The answer is (I)."})" << "\n";
+    std::ofstream(mmlu) << R"({"id": 70, "output": "Unsafe practices cause distress. The answer is (I)."})"
+                        << "\n";
     const test::CommandResult m = test::run_command(test::kCli + " score --json --dataset mmlu-pro --data-dir " +
                                                     kDatasets + " --predictions " + mmlu);
     ASSERT_EQ(m.exit_code, 0) << m.errors;
@@ -94,8 +97,10 @@ TEST(ScoreCommand, Math500ReferenceSolutionsScoreCorrect) {
 TEST(ScoreCommand, BadInputGivesOneLineErrors) {
     const std::string dataset = std::string(build_paths::source_dir) + "/data/testbed_word_test.jsonl";
     const std::string unknown_id = test::temp_path("unknown-id.jsonl"), malformed = test::temp_path("malformed.jsonl");
-    std::ofstream(unknown_id) << R"({"id": 100000, "output": "x"})" << "\n";
-    std::ofstream(malformed) << R"({"output": "no id"})" << "\n";
+    std::ofstream(unknown_id) << R"({"id": 100000, "output": "x"})"
+                              << "\n";
+    std::ofstream(malformed) << R"({"output": "no id"})"
+                             << "\n";
     for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
              {" --dataset " + dataset + " --predictions " + unknown_id, "id 100000 is not in"},
              {" --dataset " + dataset + " --predictions " + malformed, "expected {\"id\""},
@@ -129,7 +134,8 @@ TEST(ScoreCommand, Gsm8kGoldAnswersScoreCorrectOnBothSplits) {
             for (std::string line; std::getline(in, line); ++rows) {
                 const std::string answer = nlohmann::json::parse(line).at("answer").get<std::string>();
                 const std::string gold = answer.substr(answer.rfind("#### ") + 5);
-                out << nlohmann::json{{"id", rows}, {"output", "So it is " + gold + ". The answer is " + gold + "."}}.dump()
+                out << nlohmann::json{{"id", rows}, {"output", "So it is " + gold + ". The answer is " + gold + "."}}
+                           .dump()
                     << "\n";
             }
         }

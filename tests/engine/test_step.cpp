@@ -82,7 +82,8 @@ TEST(Step, BatchedGreedyEqualsDecodingAlone) {
     const std::vector<std::string> prompts = test::story_prompts(12);
     // Different lengths and γ per sequence, so that the target batch mixes sequences of every shape.
     std::vector<GenerationOptions> options;
-    for (int32_t i = 0; i < static_cast<int32_t>(prompts.size()); ++i) options.push_back(greedy(24 + 8 * (i % 4), 1 + 3 * (i % 5)));
+    for (int32_t i = 0; i < static_cast<int32_t>(prompts.size()); ++i)
+        options.push_back(greedy(24 + 8 * (i % 4), 1 + 3 * (i % 5)));
 
     SpeculativeDecoder alone(target, &draft, test_context());
     SpeculativeDecoder batched(target, &draft, test_context(5));
@@ -117,7 +118,8 @@ std::vector<GenerationResult> sample_batched(const Model& target, const Model& d
     constexpr int kSlots = 8;
     SpeculativeDecoder decoder(target, &draft, test_context(kSlots));
     std::vector<GenerationOptions> per_sample(static_cast<size_t>(samples), options);
-    for (int s = 0; s < samples; ++s) per_sample[static_cast<size_t>(s)].sampling.seed = 5000 + static_cast<uint64_t>(s);
+    for (int s = 0; s < samples; ++s)
+        per_sample[static_cast<size_t>(s)].sampling.seed = 5000 + static_cast<uint64_t>(s);
     return run_batched(decoder, std::vector<std::string>(static_cast<size_t>(samples), prompt), per_sample, kSlots);
 }
 
@@ -209,7 +211,8 @@ TEST(Step, BlockVerifiedTokenPairsFollowTheTargetsJointLaw) {
         tokens.push_back(static_cast<int32_t>(x1));
         const std::vector<float> second = shaped_next_distribution(target_only, tokens, sampling);
         for (size_t x2 = 0; x2 < second.size(); ++x2)
-            if (second[x2] > 0) expected[{static_cast<int32_t>(x1), static_cast<int32_t>(x2)}] = double(first[x1]) * second[x2];
+            if (second[x2] > 0)
+                expected[{static_cast<int32_t>(x1), static_cast<int32_t>(x2)}] = double(first[x1]) * second[x2];
     }
 
     constexpr int kSamples = 12000;
@@ -262,14 +265,14 @@ TEST(Step, StreamedTextEqualsFinalText) {
         std::string streamed;
         int64_t streamed_tokens = 0;
         int last_steps = 0;
-        const GenerationResult result = decoder.generate("Tom and his dog went to the park.", options,
-                                                         [&](const StepResult& step) {
-                                                             EXPECT_EQ(step.sequence_id, 0);
-                                                             streamed += step.text;
-                                                             streamed_tokens += static_cast<int64_t>(step.tokens.size());
-                                                             last_steps += step.is_last;
-                                                             return false;
-                                                         });
+        const GenerationResult result =
+            decoder.generate("Tom and his dog went to the park.", options, [&](const StepResult& step) {
+                EXPECT_EQ(step.sequence_id, 0);
+                streamed += step.text;
+                streamed_tokens += static_cast<int64_t>(step.tokens.size());
+                last_steps += step.is_last;
+                return false;
+            });
         EXPECT_EQ(streamed, result.text);
         EXPECT_EQ(streamed_tokens, static_cast<int64_t>(result.tokens.size()));
         EXPECT_EQ(last_steps, 1);
@@ -330,7 +333,8 @@ public:
     bool needs_hidden_states() const override { return true; }
     JudgeDecision decide(const DraftPosition& position) const override {
         const std::lock_guard lock(mutex_);
-        seen.push_back({position.draft_token, {position.draft_hidden.begin(), position.draft_hidden.end()},
+        seen.push_back({position.draft_token,
+                        {position.draft_hidden.begin(), position.draft_hidden.end()},
                         {position.target_hidden.begin(), position.target_hidden.end()}});
         return {};
     }
@@ -361,8 +365,9 @@ TEST(Step, ObserverAndHiddenStatesLineUpWithPositions) {
     const GenerationResult result = decoder.generate(prompt, options);
 
     // Every drafted position up to each step's first rejection, once: accepted + one per rejecting step.
-    const int64_t rejected = std::count_if(observed.begin(), observed.end(),
-                                           [](const JudgedPosition& p) { return p.verdict.verdict == Verdict::Rejected; });
+    const int64_t rejected = std::count_if(observed.begin(), observed.end(), [](const JudgedPosition& p) {
+        return p.verdict.verdict == Verdict::Rejected;
+    });
     EXPECT_EQ(static_cast<int64_t>(observed.size()), result.stats.accepted + rejected);
     EXPECT_GT(rejected, 3);
     std::vector<int32_t> sequence = target.tokenize(prompt, true);
@@ -571,7 +576,8 @@ TEST(Step, APromptWithNothingToGenerateKeepsItsCells) {
     SpeculativeDecoder decoder(target, &draft, test_context(2));
     GenerationOptions nothing = greedy(0, 8);
     nothing.cache_prompt = true;
-    const std::vector<int32_t> context = target.tokenize("Once upon a time, there was a little girl named Lily.", true, true);
+    const std::vector<int32_t> context =
+        target.tokenize("Once upon a time, there was a little girl named Lily.", true, true);
     Sequence seq = decoder.start(1, context, nothing);
     EXPECT_TRUE(seq.finished());
     EXPECT_EQ(seq.result().stats.draft_prefilled_tokens, int64_t(context.size()) - 1);  // the draft caught up too
@@ -596,7 +602,8 @@ TEST(Step, PromptCacheStopsAtTheFirstDifferingToken) {
     options.cache_prompt = true;
     SpeculativeDecoder cached(target, &draft, test_context(2));
     SpeculativeDecoder fresh(target, &draft, test_context(2));
-    const std::vector<int32_t> first = target.tokenize("Once upon a time, there was a little girl named Lily.", true, true);
+    const std::vector<int32_t> first =
+        target.tokenize("Once upon a time, there was a little girl named Lily.", true, true);
     run_to_end(cached, 1, first, options);
     constexpr size_t kShared = 6;
     std::vector<int32_t> departing(first.begin(), first.begin() + kShared);
@@ -684,7 +691,8 @@ TEST(Step, PromptCacheInHostMemoryBringsBackAPromptItsSlotLost) {
     SpeculativeDecoder cached(target, &draft, test_context());
     cached.use_prompt_cache(-1);
     SpeculativeDecoder fresh(target, &draft, test_context());
-    const std::vector<int32_t> first = target.tokenize("Once upon a time, there was a little girl named Lily.", true, true);
+    const std::vector<int32_t> first =
+        target.tokenize("Once upon a time, there was a little girl named Lily.", true, true);
     const std::vector<int32_t> other = target.tokenize("Tom and his dog went to the park to play ball.", true, true);
     ASSERT_NE(first[1], other[1]);
 
@@ -741,10 +749,11 @@ TEST(Step, FirstTokenFromThePromptCostsNoTargetCallAndDecodesTheSame) {
     EXPECT_GT(*std::max_element(step_sizes.begin() + 1, step_sizes.end()), 1u) << "later steps draft again";
     const std::vector<int32_t> prompt_tokens = target.tokenize(prompt, /*add_bos=*/true, /*parse_special=*/true);
     const ForwardResult forward = decoder.forward(ModelRole::Target, prompt_tokens, /*with_hidden=*/false);
-    const std::span<const float> after_prompt(forward.logits.data() + (prompt_tokens.size() - 1) * size_t(forward.n_vocab),
-                                              size_t(forward.n_vocab));
+    const std::span<const float> after_prompt(
+        forward.logits.data() + (prompt_tokens.size() - 1) * size_t(forward.n_vocab), size_t(forward.n_vocab));
     ASSERT_FALSE(first.logprobs.empty());
-    EXPECT_NEAR(first.logprobs[0].chosen.logprob, token_logprobs(after_prompt, first.tokens[0], 0).chosen.logprob, 1e-4);
+    EXPECT_NEAR(first.logprobs[0].chosen.logprob, token_logprobs(after_prompt, first.tokens[0], 0).chosen.logprob,
+                1e-4);
     // A sequence that ends at its first token (max_tokens 1) makes no target call at all.
     options.max_tokens = 1;
     const GenerationResult one = decoder.generate(prompt, options);
@@ -892,11 +901,13 @@ TEST(Step, ForwardFromAnotherIdsCellsGivesTheRowsOfAFreshPass) {
                     const std::span<const float> a = fresh.logits_row(i), b = reused.logits_row(i);
                     const std::span<const float> ha = fresh.hidden_row(i), hb = reused.hidden_row(i);
                     double logit_diff = 0, hidden_diff = 0;
-                    for (size_t v = 0; v < a.size(); ++v) logit_diff = std::max(logit_diff, std::abs(double(a[v]) - b[v]));
+                    for (size_t v = 0; v < a.size(); ++v)
+                        logit_diff = std::max(logit_diff, std::abs(double(a[v]) - b[v]));
                     for (size_t j = 0; j < ha.size(); ++j)
                         hidden_diff = std::max(hidden_diff, std::abs(double(ha[j]) - hb[j]));
                     const std::string where = "row " + std::to_string(i) + " from " + std::to_string(first_row) + ", " +
-                                              std::string(draft_policy_name(options.draft_policy)) + (role == ModelRole::Draft ? ", draft" : ", target");
+                                              std::string(draft_policy_name(options.draft_policy)) +
+                                              (role == ModelRole::Draft ? ", draft" : ", target");
                     EXPECT_LT(logit_diff, test::kNearTieGap / 2) << where;
                     EXPECT_LT(hidden_diff, test::kNearTieGap / 2) << where;
                 }
@@ -922,9 +933,11 @@ TEST(Step, RepackedPromptsMoveTheCellsIntoTheTargetsContext) {
     options.cache_prompt = true;
     options.first_token_from_prompt = true;
     options.logprobs = 0;
-    const std::vector<int32_t> first = target.tokenize("Once upon a time, there was a little girl named Lily.", true, true);
+    const std::vector<int32_t> first =
+        target.tokenize("Once upon a time, there was a little girl named Lily.", true, true);
     std::vector<int32_t> longer = first;
-    for (const int32_t token : target.tokenize(" She liked to play in the park with her dog.", false, true)) longer.push_back(token);
+    for (const int32_t token : target.tokenize(" She liked to play in the park with her dog.", false, true))
+        longer.push_back(token);
     std::vector<int32_t> one_more = longer;
     one_more.push_back(target.tokenize(" The", false, true).front());
     const std::vector<int32_t>* const prompts[] = {&first, &longer, &one_more};

@@ -1,9 +1,11 @@
 #include "test_support.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
 #include <array>
 #include <cmath>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -11,16 +13,14 @@
 #include <optional>
 #include <span>
 #include <stdexcept>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "build_paths.h"
 #include "core/distribution_stats.h"
 #include "engine/speculative_decoder.h"
 #include "gguf.h"
-#include "build_paths.h"
 
 namespace klspec::test {
 
@@ -134,12 +134,13 @@ std::string stories_with_chat_template() {
 }
 
 GreedyReference greedy_reference(const Model& target, const std::string& prompt, int32_t max_tokens,
-                                  const ContextOptions& context) {
-    return greedy_reference(target, target.tokenize(prompt, /*add_bos=*/true, /*parse_special=*/true), max_tokens, context);
+                                 const ContextOptions& context) {
+    return greedy_reference(target, target.tokenize(prompt, /*add_bos=*/true, /*parse_special=*/true), max_tokens,
+                            context);
 }
 
 GreedyReference greedy_reference(const Model& target, std::vector<int32_t> tokens, int32_t max_tokens,
-                                  const ContextOptions& context) {
+                                 const ContextOptions& context) {
     ModelContext ctx(target, context);
     ctx.prefill(0, std::span<const int32_t>(tokens.data(), tokens.size() - 1), 0);
     Batch batch(1);
@@ -169,8 +170,8 @@ double max_batch_single_difference(const std::string& model_path, const std::vec
 }
 
 std::vector<double> max_batch_single_differences(const std::string& model_path, const std::vector<std::string>& prompts,
-                                                 int32_t tokens, const ContextOptions& context, const ModelOptions& model,
-                                                 const std::vector<int32_t>& batch_sizes) {
+                                                 int32_t tokens, const ContextOptions& context,
+                                                 const ModelOptions& model, const std::vector<int32_t>& batch_sizes) {
     const Model target(model_path, model);
     ContextOptions reference_context = context;
     reference_context.n_batch = batch_sizes.back();
@@ -200,8 +201,8 @@ std::vector<double> max_batch_single_differences(const std::string& model_path, 
                 if (step >= single.top2_gap.size()) return;
                 const std::span<const float> batched = ctx.logits(row);
                 for (size_t v = 0; v < batched.size(); ++v)
-                    largest[b] = std::max(largest[b], std::abs(double(single.logits[step * batched.size() + v]) -
-                                                               double(batched[v])));
+                    largest[b] = std::max(
+                        largest[b], std::abs(double(single.logits[step * batched.size() + v]) - double(batched[v])));
             });
         }
     }

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/context.h"
-#include "temp_directory.h"
-#include "engine/model.h"
 #include "build_paths.h"
+#include "engine/context.h"
+#include "engine/model.h"
+#include "temp_directory.h"
 
 namespace klspec::test {
 
@@ -80,22 +80,23 @@ struct GreedyReference {
     std::vector<float> logits;    // those logits, one n_vocab row per entry of top2_gap
 };
 GreedyReference greedy_reference(const Model& target, const std::string& prompt, int32_t max_tokens,
-                                  const ContextOptions& context);
+                                 const ContextOptions& context);
 // The same from prompt tokens (BOS included where the model adds one).
 GreedyReference greedy_reference(const Model& target, std::vector<int32_t> prompt_tokens, int32_t max_tokens,
-                                  const ContextOptions& context);
+                                 const ContextOptions& context);
 
 // The basis of the near-tie bound: the largest difference of a logit between teacher-forced batched
 // logits (how verification computes them) and one-token-at-a-time logits (target-only decoding), over
 // `tokens` greedy tokens after each prompt. Below kNearTieGap / 2, the argmax can flip only at a near tie.
 double max_batch_single_difference(const std::string& model_path, const std::vector<std::string>& prompts,
-                                   int32_t tokens, const ContextOptions& context, const ModelOptions& model = offload());
+                                   int32_t tokens, const ContextOptions& context,
+                                   const ModelOptions& model = offload());
 // The same at each verification batch size (ContextOptions::n_batch), one difference a size, with the model loaded
 // and the one-token reference decoded once (its prompt prefilled in batches of the last size). The verification
 // side's prompt cells are prefilled once, in batches of the first size, and loaded for each size.
 std::vector<double> max_batch_single_differences(const std::string& model_path, const std::vector<std::string>& prompts,
-                                                 int32_t tokens, const ContextOptions& context, const ModelOptions& model,
-                                                 const std::vector<int32_t>& batch_sizes);
+                                                 int32_t tokens, const ContextOptions& context,
+                                                 const ModelOptions& model, const std::vector<int32_t>& batch_sizes);
 
 // Where `tokens` first leaves `reference.tokens` (-1: equal). Fails the test when that position is not
 // a near tie of the reference's logits (top-2 gap below `gap`); `divergences` counts the accepted ones.

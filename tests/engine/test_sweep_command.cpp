@@ -9,9 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "build_paths.h"
 #include "engine/model.h"
 #include "test_support.h"
-#include "build_paths.h"
 
 namespace klspec {
 namespace {
@@ -60,7 +60,8 @@ TEST(SweepCommand, WritesEveryPointAndVanillaIsTargetOnly) {
     for (const nlohmann::json& point : summary["points"]) {
         int64_t emitted = 0, calls = 0;
         for (const auto& [key, row] : results)
-            if (key.first == point["point"].get<std::string>()) emitted += row["emitted"].get<int64_t>(), calls += row["target_calls"].get<int64_t>();
+            if (key.first == point["point"].get<std::string>())
+                emitted += row["emitted"].get<int64_t>(), calls += row["target_calls"].get<int64_t>();
         EXPECT_EQ(point["emitted"].get<int64_t>(), emitted);
         EXPECT_EQ(point["target_calls"].get<int64_t>(), calls);
         EXPECT_NEAR(point["mat"].get<double>(), double(emitted) / double(calls), 1e-9);
@@ -102,7 +103,8 @@ TEST(SweepCommand, AnInterruptedSweepResumesToTheSameResults) {
         ASSERT_EQ(summary.exit_code, 0) << summary.errors;
         EXPECT_NE(summary.output.find("| vanilla |"), std::string::npos) << summary.output;
         // It says how few problems the table is over, not the dataset's count.
-        EXPECT_NE(summary.output.find(" of 3 problems (those every point has) of "), std::string::npos) << summary.output;
+        EXPECT_NE(summary.output.find(" of 3 problems (those every point has) of "), std::string::npos)
+            << summary.output;
         EXPECT_EQ(test::read_file(resumed + "/examples.jsonl"), before) << (cut ? "cut" : "clean");
         // It loads no model: the same with files that are no models.
         std::string no_models = sweep_command(resumed, "--no-plots --summary-only");
@@ -129,7 +131,8 @@ TEST(SweepCommand, RefusesOtherSettingsAndBadPoints) {
     EXPECT_NE(other.errors.find("holds a sweep with other settings (draft_max: 4 there, 5 now)"), std::string::npos)
         << other.errors;
 
-    const test::CommandResult nothing = test::run_command(sweep_command(test::temp_path("sweep-none"), "--summary-only"));
+    const test::CommandResult nothing =
+        test::run_command(sweep_command(test::temp_path("sweep-none"), "--summary-only"));
     EXPECT_EQ(nothing.exit_code, 1);
     EXPECT_NE(nothing.errors.find("holds no sweep (no sweep.json)"), std::string::npos) << nothing.errors;
 
@@ -203,8 +206,10 @@ namespace {
 TEST(CalibrateCommand, ChoosesTheHighestMatWithinBudgetAndValidates) {
     const std::string out = test::temp_path("calibrate");
     const std::string command = test::kCli + " calibrate -m " + test::kTargetModel + " -md " + test::kDraftQ4 +
-                                " --dataset " + kDataset + " --limit 6 -n 16 --draft-max 4 -t 1 --rule kl "
-                                "--values 0.01,0.5 --max-loss 1% --json --out " + out;
+                                " --dataset " + kDataset +
+                                " --limit 6 -n 16 --draft-max 4 -t 1 --rule kl "
+                                "--values 0.01,0.5 --max-loss 1% --json --out " +
+                                out;
     const test::CommandResult r = test::run_command(command);
     ASSERT_EQ(r.exit_code, 0) << r.errors;
     const nlohmann::json report = nlohmann::json::parse(r.output.substr(r.output.rfind("\n{") + 1));
@@ -217,9 +222,9 @@ TEST(CalibrateCommand, ChoosesTheHighestMatWithinBudgetAndValidates) {
     EXPECT_TRUE(std::filesystem::exists(out + "/setting.json"));
     EXPECT_TRUE(std::filesystem::exists(out + "/validation/summary.json"));
 
-    const test::CommandResult bad = test::run_command(test::kCli + " calibrate -m " + test::kTargetModel + " -md " +
-                                                      test::kDraftQ4 + " --dataset " + kDataset +
-                                                      " --max-loss lots --out " + test::temp_path("calibrate-bad"));
+    const test::CommandResult bad =
+        test::run_command(test::kCli + " calibrate -m " + test::kTargetModel + " -md " + test::kDraftQ4 +
+                          " --dataset " + kDataset + " --max-loss lots --out " + test::temp_path("calibrate-bad"));
     EXPECT_EQ(bad.exit_code, 1);
     EXPECT_NE(bad.errors.find("--max-loss: 'lots' is not a number or a percentage"), std::string::npos) << bad.errors;
 }
@@ -251,14 +256,16 @@ TEST(SweepCommand, EveryDatasetRunsEndToEnd) {
     std::vector<std::string> names = {std::string(build_paths::source_dir) + "/data/testbed_choice_test.jsonl",
                                       std::string(build_paths::source_dir) + "/data/testbed_trace_test.jsonl"};
     if (std::filesystem::exists(datasets + "/gsm8k/test.jsonl")) {
-        for (const char* name : {"gsm8k", "math500", "math500-hard", "mmlu-pro", "livecodebench", "humaneval", "mbpp-plus"})
+        for (const char* name :
+             {"gsm8k", "math500", "math500-hard", "mmlu-pro", "livecodebench", "humaneval", "mbpp-plus"})
             names.push_back(name);
     }
     for (const std::string& name : names) {
         const std::string out = test::temp_path("sweep-dataset");
-        const test::CommandResult r = test::run_command(
-            test::kCli + " sweep -m " + test::kTargetModel + " -md " + test::kDraftQ4 + " --dataset " + name +
-            " --data-dir " + datasets + " --limit 2 -n 8 -t 1 --few-shot 0 --rules kl:1 --no-plots --json --out " + out);
+        const test::CommandResult r =
+            test::run_command(test::kCli + " sweep -m " + test::kTargetModel + " -md " + test::kDraftQ4 +
+                              " --dataset " + name + " --data-dir " + datasets +
+                              " --limit 2 -n 8 -t 1 --few-shot 0 --rules kl:1 --no-plots --json --out " + out);
         ASSERT_EQ(r.exit_code, 0) << name << ": " << r.errors;
         const nlohmann::json summary = nlohmann::json::parse(r.output.substr(r.output.rfind("\n{") + 1));
         EXPECT_EQ(summary["points"][0]["examples"], 2) << name;
@@ -285,8 +292,6 @@ TEST(SweepCommand, EveryDatasetRunsEndToEnd) {
 }  // namespace
 }  // namespace klspec
 
-
-
 namespace klspec {
 namespace {
 
@@ -297,15 +302,18 @@ TEST(SweepCommand, AutoJudgePointsGetTheHeadFile) {
     const size_t n = size_t(Model(test::kDraftQ4).n_embd() + Model(test::kTargetModel).n_embd());
     const nlohmann::json head = {{"draft_hidden_size", Model(test::kDraftQ4).n_embd()},
                                  {"target_hidden_size", Model(test::kTargetModel).n_embd()},
-                                 {"mean", std::vector<double>(n, 0.0)}, {"scale", std::vector<double>(n, 1.0)},
-                                 {"weights", std::vector<double>(n, 0.0)}, {"bias", 0.0}, {"threshold", 0.5}};
+                                 {"mean", std::vector<double>(n, 0.0)},
+                                 {"scale", std::vector<double>(n, 1.0)},
+                                 {"weights", std::vector<double>(n, 0.0)},
+                                 {"bias", 0.0},
+                                 {"threshold", 0.5}};
     const std::string head_path = test::temp_path("half-head.json");
     std::ofstream(head_path) << head.dump();
     const std::string out = test::temp_path("sweep-autojudge");
-    const test::CommandResult r = test::run_command(
-        test::kCli + " sweep -m " + test::kTargetModel + " -md " + test::kDraftQ4 + " --dataset " + kDataset +
-        " --limit 3 -n 24 --draft-max 4 -t 1 --judge-head " + head_path +
-        " --rules kl:0.5 autojudge:0.4,0.6 --no-plots --json --out " + out);
+    const test::CommandResult r =
+        test::run_command(test::kCli + " sweep -m " + test::kTargetModel + " -md " + test::kDraftQ4 + " --dataset " +
+                          kDataset + " --limit 3 -n 24 --draft-max 4 -t 1 --judge-head " + head_path +
+                          " --rules kl:0.5 autojudge:0.4,0.6 --no-plots --json --out " + out);
     ASSERT_EQ(r.exit_code, 0) << r.errors;
     const nlohmann::json points = nlohmann::json::parse(r.output.substr(r.output.rfind("\n{") + 1))["points"];
     ASSERT_EQ(points.size(), 4u);

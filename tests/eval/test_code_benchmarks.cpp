@@ -11,10 +11,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "build_paths.h"
 #include "core/error.h"
 #include "eval/problem_scoring.h"
 #include "test_support.h"
-#include "build_paths.h"
 
 namespace klspec {
 namespace {
@@ -66,7 +66,8 @@ TEST(CodeBenchmarks, HumanEvalCanonicalSolutionsAllPass) {
     EXPECT_EQ(problems.front().id, "HumanEval/0");
     EXPECT_TRUE(problems.front().prompt.starts_with("from typing import List\n"));
     const auto start = std::chrono::steady_clock::now();
-    EXPECT_EQ(failures(problems, [](const Problem& p) { return p.code->canonical_solution; }), std::vector<std::string>{});
+    EXPECT_EQ(failures(problems, [](const Problem& p) { return p.code->canonical_solution; }),
+              std::vector<std::string>{});
     std::cout << fmt::format("HumanEval: 164 canonical solutions in {:.1f} s\n",
                              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     // The same solutions as whole functions in a fenced block (a chat model's answer) pass too.
@@ -85,7 +86,8 @@ TEST(CodeBenchmarks, MbppPlusCanonicalSolutionsAllPass) {
     EXPECT_EQ(problems.front().id, "Mbpp/2");
     EXPECT_NE(problems.front().prompt.find("similar_elements"), std::string::npos);
     const auto start = std::chrono::steady_clock::now();
-    EXPECT_EQ(failures(problems, [](const Problem& p) { return p.code->canonical_solution; }), std::vector<std::string>{});
+    EXPECT_EQ(failures(problems, [](const Problem& p) { return p.code->canonical_solution; }),
+              std::vector<std::string>{});
     std::cout << fmt::format("MBPP+: 399 canonical solutions in {:.1f} s\n",
                              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
@@ -98,10 +100,12 @@ TEST(CodeBenchmarks, MbppPlusChecksBaseAndPlusInputsAsEvalPlus) {
     if (!have_datasets()) GTEST_SKIP() << test::kNoSharedDatasets;
     const std::vector<Problem> problems = load_dataset("mbpp-plus", kDatasets);
     const Problem& similar = problems.front();  // Mbpp/2: the shared elements of two tuples
-    EXPECT_EQ(score_output(similar, "def similar_elements(list1, list2):\n    return set(list1) & set(list2)\n").prediction,
-              "pass");
-    const std::string base_only = "def similar_elements(a, b):\n    if not a or not b:\n        return (0,)\n"
-                                  "    return tuple(set(a) & set(b))\n";
+    EXPECT_EQ(
+        score_output(similar, "def similar_elements(list1, list2):\n    return set(list1) & set(list2)\n").prediction,
+        "pass");
+    const std::string base_only =
+        "def similar_elements(a, b):\n    if not a or not b:\n        return (0,)\n"
+        "    return tuple(set(a) & set(b))\n";
     const ScoredOutput verdict = score_output(similar, base_only);
     EXPECT_FALSE(verdict.correct);
     EXPECT_TRUE(verdict.prediction->starts_with("fail: AssertionError: plus input [[], []]")) << *verdict.prediction;
@@ -123,8 +127,9 @@ TEST(CodeBenchmarks, LiveCodeBenchRunsStdinAndFunctionalTests) {
     // abc365_b (stdin): print the 1-based position of the second largest element.
     const Problem& second_largest = problem_with_id(problems, "abc365_b");
     EXPECT_TRUE(second_largest.code->entry_point.empty());
-    const std::string program = "n = int(input())\na = list(map(int, input().split()))\n"
-                                "print(a.index(sorted(a)[-2]) + 1)\n";
+    const std::string program =
+        "n = int(input())\na = list(map(int, input().split()))\n"
+        "print(a.index(sorted(a)[-2]) + 1)\n";
     EXPECT_EQ(score_output(second_largest, "```python\n" + program + "```").prediction, "pass");
     EXPECT_EQ(score_output(second_largest, "print(1)").prediction, "fail: test 1: wrong output");
     // 3517 (functional): shortest path from 0 to n-1 after each added road.
@@ -149,8 +154,9 @@ class Solution:
         return answer
 ```)";
     EXPECT_EQ(score_output(roads, solution).prediction, "pass");
-    const ScoredOutput wrong = score_output(roads, "class Solution:\n    def shortestDistanceAfterQueries(self, n, queries):\n"
-                                             "        return [n - 1] * len(queries)\n");
+    const ScoredOutput wrong = score_output(roads,
+                                            "class Solution:\n    def shortestDistanceAfterQueries(self, n, queries):\n"
+                                            "        return [n - 1] * len(queries)\n");
     EXPECT_FALSE(wrong.correct);
     EXPECT_EQ(wrong.prediction, "fail: AssertionError: test 1: expected [3, 2, 1], got [4, 4, 4]");
 }
@@ -158,17 +164,20 @@ class Solution:
 // A bad row of a code benchmark names the file and line, in one line.
 TEST(CodeBenchmarks, MalformedRowsGiveOneLineErrors) {
     const std::filesystem::path dir = test::temp_path("bad-code-datasets");
-    for (const auto& [folder, file, row, message] : std::vector<std::array<std::string, 4>>{
-             {"mbpp_plus", "MbppPlus-v0.1.0.jsonl",
-              R"({"task_id": "Mbpp/1", "prompt": "p", "entry_point": "f", "canonical_solution": "", "atol": 0, "plus_input": []})",
-              "MbppPlus-v0.1.0.jsonl:1: [json.exception.out_of_range.403] key 'base_input' not found"},
-             {"livecodebench_public_only", "lcb_2408_2502_279_merged_public_tests.jsonl",
-              R"({"question_id": "q", "prompt": "p", "starter_code": "", "public_test_cases": [{"input": "1", "output": "1", "testtype": "interactive"}]})",
-              "lcb_2408_2502_279_merged_public_tests.jsonl:1: unknown testtype 'interactive'"},
-             {"humaneval", "HumanEval.jsonl.gz", "not json", "HumanEval.jsonl.gz:1: not a JSON object"}}) {
+    for (
+        const auto& [folder, file, row, message] : std::vector<std::array<std::string, 4>>{
+            {"mbpp_plus", "MbppPlus-v0.1.0.jsonl",
+             R"({"task_id": "Mbpp/1", "prompt": "p", "entry_point": "f", "canonical_solution": "", "atol": 0, "plus_input": []})",
+             "MbppPlus-v0.1.0.jsonl:1: [json.exception.out_of_range.403] key 'base_input' not found"},
+            {"livecodebench_public_only", "lcb_2408_2502_279_merged_public_tests.jsonl",
+             R"({"question_id": "q", "prompt": "p", "starter_code": "", "public_test_cases": [{"input": "1", "output": "1", "testtype": "interactive"}]})",
+             "lcb_2408_2502_279_merged_public_tests.jsonl:1: unknown testtype 'interactive'"},
+            {"humaneval", "HumanEval.jsonl.gz", "not json", "HumanEval.jsonl.gz:1: not a JSON object"}}) {
         std::filesystem::create_directories(dir / folder);
         std::ofstream(dir / folder / file) << row << "\n";  // zlib reads an uncompressed .gz as it is
-        const std::string name = folder == "mbpp_plus" ? "mbpp-plus" : folder == "humaneval" ? "humaneval" : "livecodebench";
+        const std::string name = folder == "mbpp_plus"   ? "mbpp-plus"
+                                 : folder == "humaneval" ? "humaneval"
+                                                         : "livecodebench";
         try {
             load_dataset(name, dir.string());
             ADD_FAILURE() << name << " loaded a bad row";
@@ -200,7 +209,8 @@ TEST(CodeBenchmarks, ScoreCommandRunsTheTests) {
     EXPECT_EQ(summary.at("no_answer"), 1);
     EXPECT_EQ(summary.at("dataset_size"), 164);
 
-    const test::CommandResult unknown = test::run_command(test::kCli + " score --dataset humaneval-x --predictions " + predictions);
+    const test::CommandResult unknown =
+        test::run_command(test::kCli + " score --dataset humaneval-x --predictions " + predictions);
     EXPECT_EQ(unknown.exit_code, 1);
     EXPECT_NE(unknown.errors.find("humaneval, mbpp-plus, livecodebench"), std::string::npos) << unknown.errors;
 }

@@ -4,12 +4,12 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "build_paths.h"
 #include "core/error.h"
 #include "engine/model.h"
 #include "eval/problem_scoring.h"
 #include "eval/prompting.h"
 #include "test_support.h"
-#include "build_paths.h"
 
 namespace klspec {
 namespace {
@@ -30,8 +30,9 @@ TEST(Prompting, ChatTemplateWrapsTheInstructionAndQuestion) {
     EXPECT_TRUE(format.chat);
     EXPECT_EQ(format.few_shot, 0);
     EXPECT_TRUE(format.stop_strings.empty());  // the turn's end-of-generation token stops it
-    EXPECT_EQ(problems[0].prompt, "<|im_start|>user\nSolve the math problem step by step. End with \"The answer is N.\" "
-                                  "where N is the final number.\n\nWhat is 2 + 3?<|im_end|>\n<|im_start|>assistant\n");
+    EXPECT_EQ(problems[0].prompt,
+              "<|im_start|>user\nSolve the math problem step by step. End with \"The answer is N.\" "
+              "where N is the final number.\n\nWhat is 2 + 3?<|im_end|>\n<|im_start|>assistant\n");
 }
 
 // HumanEval under a chat template as EvalPlus puts it to instruct models (evalplus/provider/utility.py,
@@ -42,8 +43,8 @@ TEST(Prompting, CodeBenchmarksUnderChatTakeEvalPlussInstructPrompt) {
     const Model model(test::stories_with_chat_template());
     const std::string code = "def f(x):\n    \"\"\"Twice x.\"\"\"\n";
     Problem humaneval{"HumanEval/0", code, std::nullopt, Scorer::Gsm8k, "humaneval"};
-    humaneval.code = CodeTests{CodeBenchmark::HumanEval, "f", "def check(candidate):\n    assert candidate(2) == 4\n", "",
-                               "", {}, code};
+    humaneval.code = CodeTests{
+        CodeBenchmark::HumanEval, "f", "def check(candidate):\n    assert candidate(2) == 4\n", "", "", {}, code};
     std::vector<Problem> problems{humaneval};
     const PromptFormat format = format_prompts(problems, "humaneval", kDatasets, {}, model);
     EXPECT_TRUE(format.chat);
@@ -138,7 +139,8 @@ TEST(Prompting, MmluProPlainPromptHasItsCategorysFiveExemplarsAndOptions) {
     const PromptFormat format = format_prompts(problems, "mmlu-pro", kDatasets, {}, model);
     EXPECT_EQ(format.few_shot, 5);
     const std::string& prompt = problems[0].prompt;
-    EXPECT_EQ(prompt.rfind("The following are multiple choice questions (with answers) about " + category + ".", 0), 0u);
+    EXPECT_EQ(prompt.rfind("The following are multiple choice questions (with answers) about " + category + ".", 0),
+              0u);
     EXPECT_EQ(count(prompt, "\nOptions:\nA. "), 6u);
     EXPECT_EQ(count(prompt, "Answer: Let's think step by step."), 6u);
     EXPECT_TRUE(prompt.ends_with("Answer: Let's think step by step.")) << prompt.substr(prompt.size() - 200);

@@ -15,10 +15,10 @@
 
 #include <fmt/format.h>
 
+#include "build_paths.h"
 #include "eval/problem_scoring.h"
 #include "eval/sandbox.h"
 #include "test_support.h"
-#include "build_paths.h"
 
 namespace klspec {
 namespace {
@@ -27,8 +27,8 @@ namespace {
 Problem doubling_problem() {
     const std::string stub = "def f(x):\n    \"\"\"Twice x.\"\"\"\n";
     Problem problem{"double", stub, std::nullopt, Scorer::Gsm8k, "humaneval"};
-    problem.code = CodeTests{CodeBenchmark::HumanEval, "f", "def check(candidate):\n    assert candidate(2) == 4\n", "", "", {},
-                             stub};
+    problem.code = CodeTests{
+        CodeBenchmark::HumanEval, "f", "def check(candidate):\n    assert candidate(2) == 4\n", "", "", {}, stub};
     return problem;
 }
 
@@ -56,15 +56,15 @@ size_t processes_with(const std::string& marker) {
 
 // The body of an f that replaces its process with `python_code`, tagged with `marker`.
 std::string exec_tagged(const std::string& python_code, const std::string& marker) {
-    return fmt::format("    import os, sys\n    os.execv(sys.executable, [sys.executable, '-c', {:?}, {:?}])\n", python_code,
-                       marker);
+    return fmt::format("    import os, sys\n    os.execv(sys.executable, [sys.executable, '-c', {:?}, {:?}])\n",
+                       python_code, marker);
 }
 
 TEST(Sandbox, RunsPythonWithStdinAndCapturesBothStreams) {
-    const SandboxResult run =
-        run_python_sandboxed("import sys\nprint(sys.stdin.read().upper(), end='')\nprint('note', file=sys.stderr)\n"
-                             "sys.exit(3)\n",
-                             "two\nlines\n");
+    const SandboxResult run = run_python_sandboxed(
+        "import sys\nprint(sys.stdin.read().upper(), end='')\nprint('note', file=sys.stderr)\n"
+        "sys.exit(3)\n",
+        "two\nlines\n");
     EXPECT_EQ(run.stdout_text, "TWO\nLINES\n");
     EXPECT_EQ(run.stderr_text, "note\n");
     EXPECT_EQ(run.exit_code, 3);
@@ -97,14 +97,19 @@ TEST(Sandbox, CorrectAndWrongSolutionsScore) {
 // import or helper it defines is kept.
 TEST(Sandbox, AnswersKeepOnlyTheirDefinitions) {
     const std::string own_tests =
-        "\nassert f(3) == 7, 'a wrong test of its own'\nprint(f(2))\nif __name__ == '__main__':\n    raise SystemExit(1)\n";
-    const ScoredOutput right = score_output(doubling_problem(), "```python\ndef f(x):\n    return 2 * x\n" + own_tests + "```\n");
+        "\nassert f(3) == 7, 'a wrong test of its own'\nprint(f(2))\nif __name__ == '__main__':\n    raise "
+        "SystemExit(1)\n";
+    const ScoredOutput right =
+        score_output(doubling_problem(), "```python\ndef f(x):\n    return 2 * x\n" + own_tests + "```\n");
     EXPECT_TRUE(right.correct) << right.prediction.value_or("no answer");
-    const ScoredOutput helper = score_output(
-        doubling_problem(), "```python\nimport operator\nFACTOR = 2\ndef twice(x):\n    return operator.mul(FACTOR, x)\n"
-                            "def f(x):\n    return twice(x)\n" + own_tests + "```\n");
+    const ScoredOutput helper =
+        score_output(doubling_problem(),
+                     "```python\nimport operator\nFACTOR = 2\ndef twice(x):\n    return operator.mul(FACTOR, x)\n"
+                     "def f(x):\n    return twice(x)\n" +
+                         own_tests + "```\n");
     EXPECT_TRUE(helper.correct) << helper.prediction.value_or("no answer");
-    const ScoredOutput wrong = score_output(doubling_problem(), "```python\ndef f(x):\n    return x + 1\n" + own_tests + "```\n");
+    const ScoredOutput wrong =
+        score_output(doubling_problem(), "```python\ndef f(x):\n    return x + 1\n" + own_tests + "```\n");
     EXPECT_FALSE(wrong.correct);
     // Cut by -n in its own demo (no closing fence): the complete function is kept; cut inside the function, the
     // function is dropped, never kept in part.
@@ -118,15 +123,16 @@ TEST(Sandbox, AnswersKeepOnlyTheirDefinitions) {
     const ScoredOutput cut_after_blank_line =
         score_output(doubling_problem(), "def f(x):\n    if x > 0:\n        return 2 * x\n\n    return [x,\n");
     EXPECT_FALSE(cut_after_blank_line.correct);
-    EXPECT_NE(cut_after_blank_line.prediction->find("SyntaxError"), std::string::npos) << *cut_after_blank_line.prediction;
+    EXPECT_NE(cut_after_blank_line.prediction->find("SyntaxError"), std::string::npos)
+        << *cut_after_blank_line.prediction;
 }
 
 // The whole process tree (a forked child too, each exec'd into a busy loop) is killed at the wall time.
 TEST(Sandbox, InfiniteLoopTimesOutAndLeavesNoProcess) {
     const std::string marker = process_marker("loop");
     const auto start = std::chrono::steady_clock::now();
-    const ScoredOutput verdict =
-        score_output(doubling_problem(), solution("    import os\n    os.fork()\n" + exec_tagged("while True: pass", marker)));
+    const ScoredOutput verdict = score_output(
+        doubling_problem(), solution("    import os\n    os.fork()\n" + exec_tagged("while True: pass", marker)));
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     EXPECT_FALSE(verdict.correct);
     EXPECT_EQ(verdict.prediction, "fail: timed out");
@@ -149,18 +155,20 @@ TEST(Sandbox, CpuLimitEndsABusyLoop) {
 TEST(Sandbox, ForkBombIsBoundedAndCleanedUp) {
     const std::string marker = process_marker("forkbomb");
     const std::string bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n";
-    auto scoring = std::async(std::launch::async, [&] { return score_output(doubling_problem(), solution(exec_tagged(bomb, marker))); });
+    auto scoring = std::async(std::launch::async,
+                              [&] { return score_output(doubling_problem(), solution(exec_tagged(bomb, marker))); });
     size_t most_alive = 0;
     std::vector<ScoredOutput> beside;
     while (scoring.wait_for(std::chrono::milliseconds(200)) != std::future_status::ready) {
         most_alive = std::max(most_alive, processes_with(marker));
-        if (most_alive > 1 && beside.size() < 3) beside.push_back(score_output(doubling_problem(), solution("    return 2 * x\n")));
+        if (most_alive > 1 && beside.size() < 3)
+            beside.push_back(score_output(doubling_problem(), solution("    return 2 * x\n")));
     }
     ASSERT_FALSE(beside.empty()) << "the bomb ended before a sandbox could run beside it";
     for (const ScoredOutput& other : beside) EXPECT_TRUE(other.correct) << other.prediction.value_or("no output");
     const ScoredOutput verdict = scoring.get();
     EXPECT_FALSE(verdict.correct);
-    EXPECT_GT(most_alive, 1u);  // it did fork ...
+    EXPECT_GT(most_alive, 1u);                         // it did fork ...
     EXPECT_LE(most_alive, SandboxLimits{}.processes);  // ... up to the limit
     EXPECT_EQ(processes_with(marker), 0u);
     EXPECT_TRUE(score_output(doubling_problem(), solution("    return 2 * x\n")).correct);  // the host can still fork
@@ -170,13 +178,16 @@ TEST(Sandbox, CannotWriteOutsideItsDirectory) {
     const std::string in_tmp = test::temp_path("sandbox-escape.txt");
     const std::string in_build = std::string(build_paths::model_dir) + "/sandbox-escape.txt";
     for (const std::string& target : {in_tmp, in_build}) {
-        const ScoredOutput verdict = score_output(doubling_problem(), solution(fmt::format(
-            "    open({:?}, 'w').write('escaped')\n    return 2 * x\n", target)));
+        const ScoredOutput verdict =
+            score_output(doubling_problem(),
+                         solution(fmt::format("    open({:?}, 'w').write('escaped')\n    return 2 * x\n", target)));
         EXPECT_FALSE(verdict.correct) << target;
         EXPECT_FALSE(std::filesystem::exists(target)) << target;
     }
     // Its own directory is writable.
-    EXPECT_TRUE(score_output(doubling_problem(), solution("    open('scratch.txt', 'w').write('ok')\n    return 2 * x\n")).correct);
+    EXPECT_TRUE(
+        score_output(doubling_problem(), solution("    open('scratch.txt', 'w').write('ok')\n    return 2 * x\n"))
+            .correct);
 }
 
 // Run as root, the program runs as a uid of its own, which cannot enter root's private directories: a TMPDIR in
@@ -190,7 +201,10 @@ TEST(Sandbox, RunsWhenTmpdirIsPrivateToRoot) {
     const std::string previous = saved ? saved : "";
     setenv("TMPDIR", private_dir.c_str(), 1);
     const SandboxResult run = run_python_sandboxed("print('ok')", "");
-    if (saved) setenv("TMPDIR", previous.c_str(), 1); else unsetenv("TMPDIR");
+    if (saved)
+        setenv("TMPDIR", previous.c_str(), 1);
+    else
+        unsetenv("TMPDIR");
     EXPECT_EQ(run.stdout_text, "ok\n") << run.stderr_text;
     EXPECT_TRUE(std::filesystem::is_empty(private_dir));
 }
@@ -206,9 +220,11 @@ TEST(Sandbox, HasNoNetwork) {
     ASSERT_EQ(listen(server, 4), 0);
     socklen_t length = sizeof address;
     ASSERT_EQ(getsockname(server, reinterpret_cast<sockaddr*>(&address), &length), 0);
-    const ScoredOutput verdict = score_output(doubling_problem(), solution(fmt::format(
-        "    import socket\n    socket.create_connection(('127.0.0.1', {}), timeout=2)\n    return 2 * x\n",
-        ntohs(address.sin_port))));
+    const ScoredOutput verdict = score_output(
+        doubling_problem(),
+        solution(fmt::format(
+            "    import socket\n    socket.create_connection(('127.0.0.1', {}), timeout=2)\n    return 2 * x\n",
+            ntohs(address.sin_port))));
     EXPECT_FALSE(verdict.correct);
     EXPECT_NE(verdict.prediction->find("Connection refused"), std::string::npos) << *verdict.prediction;
     EXPECT_LT(accept(server, nullptr, nullptr), 0);  // nothing reached the host
@@ -216,15 +232,17 @@ TEST(Sandbox, HasNoNetwork) {
 }
 
 TEST(Sandbox, HugeAllocationFails) {
-    const ScoredOutput verdict = score_output(doubling_problem(), solution("    big = bytearray(8 << 30)\n    return 2 * x\n"));
+    const ScoredOutput verdict =
+        score_output(doubling_problem(), solution("    big = bytearray(8 << 30)\n    return 2 * x\n"));
     EXPECT_FALSE(verdict.correct);
     EXPECT_EQ(verdict.prediction, "fail: MemoryError");
 }
 
 TEST(Sandbox, HugeFileWriteIsCapped) {
-    const ScoredOutput verdict = score_output(doubling_problem(), solution(
-        "    with open('big.bin', 'wb') as out:\n        for _ in range(1024):\n            out.write(b'x' * (1 << 20))\n"
-        "    return 2 * x\n"));
+    const ScoredOutput verdict =
+        score_output(doubling_problem(), solution("    with open('big.bin', 'wb') as out:\n        for _ in "
+                                                  "range(1024):\n            out.write(b'x' * (1 << 20))\n"
+                                                  "    return 2 * x\n"));
     EXPECT_FALSE(verdict.correct);
     EXPECT_NE(verdict.prediction->find("File too large"), std::string::npos) << *verdict.prediction;
 }

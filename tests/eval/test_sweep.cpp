@@ -28,7 +28,8 @@ SweepExample example(const std::string& point, const std::string& id, bool corre
 }
 
 TEST(SweepPoints, VanillaFirstThenEachValueOfEachRule) {
-    const std::vector<SweepPoint> points = parse_sweep_points({"kl:0.1,0.5", "topk:2", "topn-delta:4/0.2", "kl:0.5"}, {});
+    const std::vector<SweepPoint> points =
+        parse_sweep_points({"kl:0.1,0.5", "topk:2", "topn-delta:4/0.2", "kl:0.5"}, {});
     std::vector<std::string> labels;
     for (const SweepPoint& p : points) labels.push_back(p.label());
     EXPECT_EQ(labels, (std::vector<std::string>{"vanilla", "kl:0.1", "kl:0.5", "topk:2", "topn-delta:4/0.2"}));
@@ -109,7 +110,8 @@ TEST(SweepStore, ReadOnlyLeavesARunningSweepsFileAlone) {
     EXPECT_EQ(reader.examples().size(), 1u);
     EXPECT_EQ(test::read_file(dir + "/examples.jsonl"), before);
     EXPECT_THROW(reader.append(example("kl:1", "1", true, 3, 1, 0.1)), Error);
-    EXPECT_THROW(SweepStore(test::temp_path("store-none"), {}, SweepStore::Access::kReadOnly), Error);  // no sweep there
+    EXPECT_THROW(SweepStore(test::temp_path("store-none"), {}, SweepStore::Access::kReadOnly),
+                 Error);  // no sweep there
 }
 
 // A complete row whose newline the interrupt cut: kept, and the next row starts a line of its own.
@@ -222,13 +224,16 @@ TEST(SweepSummary, TokensPerSecondFromOtherRunsAreMarked) {
     const std::string table = write_sweep_summary(dir, summarize_sweep(points, examples));
     EXPECT_NE(table.find("| 100.0 † |"), std::string::npos) << table;
     EXPECT_NE(table.find("† tokens/s from other runs than vanilla's (another machine or day: epyc 2026-11-28), not "
-                         "comparable: kl:2"), std::string::npos) << table;
+                         "comparable: kl:2"),
+              std::string::npos)
+        << table;
     EXPECT_EQ(table.find("kl:0.5\n"), std::string::npos) << table;
 
     SweepStore store(test::temp_path("sweep-run-stamp"), {{"n", 1}});
     store.append(example("vanilla", "0", true, 10, 5, 0.1));
     EXPECT_FALSE(store.examples().front().run.empty());
-    EXPECT_EQ(store.examples().front().run, SweepStore(store.dir(), {{"n", 1}}, SweepStore::Access::kReadOnly).examples().front().run);
+    EXPECT_EQ(store.examples().front().run,
+              SweepStore(store.dir(), {{"n", 1}}, SweepStore::Access::kReadOnly).examples().front().run);
 }
 
 TEST(SweepSummary, PairedIntervalAgainstVanillaOverTheProblemsBothDecoded) {
@@ -267,7 +272,7 @@ TEST(SweepSummary, AgreementWithVanillaComparesPredictions) {
     EXPECT_FALSE(s[0].agreement_with_vanilla.has_value());
     ASSERT_TRUE(s[1].agreement_with_vanilla.has_value());
     EXPECT_DOUBLE_EQ(s[1].agreement_with_vanilla->value, 0.75);
-    EXPECT_EQ(s[1].loss_against_vanilla->loss, 0.0);  // the accuracy does not see it
+    EXPECT_EQ(s[1].loss_against_vanilla->loss, 0.0);                 // the accuracy does not see it
     EXPECT_NEAR(s[1].agreement_with_vanilla->low, 0.3006360, 1e-6);  // Wilson, 3 of 4
     const std::string dir = test::temp_path("agreement");
     std::filesystem::create_directories(dir);
@@ -302,14 +307,16 @@ TEST(SweepSummary, CodeAgreementComparesTestOutcomes) {
     EXPECT_EQ(answer_kind(std::vector<Problem>{code, text}), AnswerKind::kScoredAnswer);
     // calibrate --measure agreement charges a code problem by its outcome too.
     std::vector<Problem> code_problems;
-    for (int i = 0; i < 4; ++i) code_problems.push_back({std::to_string(i), "q", std::nullopt, Scorer::Gsm8k, "", CodeTests{}});
-    EXPECT_DOUBLE_EQ(losses_against_vanilla(examples, points, code_problems, CalibrationMeasure::Agreement).at("kl:1").loss,
-                     0.25);
+    for (int i = 0; i < 4; ++i)
+        code_problems.push_back({std::to_string(i), "q", std::nullopt, Scorer::Gsm8k, "", CodeTests{}});
+    EXPECT_DOUBLE_EQ(
+        losses_against_vanilla(examples, points, code_problems, CalibrationMeasure::Agreement).at("kl:1").loss, 0.25);
 }
 
 // Stored verdicts come from the scorer of their day; --rescore scores the stored text again.
 TEST(SweepSummary, RescoringReplacesStoredVerdictsWithTheCurrentScorers) {
-    std::vector<SweepExample> examples = {example("vanilla", "a", false, 10, 5, 0.1), example("kl:1", "a", true, 10, 4, 0.1)};
+    std::vector<SweepExample> examples = {example("vanilla", "a", false, 10, 5, 0.1),
+                                          example("kl:1", "a", true, 10, 4, 0.1)};
     examples[0].output = "So she has 18 left. The answer is 18.";
     examples[0].prediction = "";  // as an older scorer left it
     examples[1].output = "The answer is 17.";
@@ -347,8 +354,8 @@ TEST(Calibration, PicksTheHighestMatWithinTheBudget) {
         const std::string id = std::to_string(i);
         problems.push_back({id, "q", "1", Scorer::Gsm8k, ""});
         examples.push_back(example("vanilla", id, i % 2 == 0, 10, 5, 0.1));
-        examples.push_back(example("kl:0.5", id, i % 2 == 0, 10, 4, 0.1));              // loss 0
-        examples.push_back(example("kl:1", id, i % 2 == 0 && i != 0, 10, 3, 0.1));      // loss 0.5 %
+        examples.push_back(example("kl:0.5", id, i % 2 == 0, 10, 4, 0.1));               // loss 0
+        examples.push_back(example("kl:1", id, i % 2 == 0 && i != 0, 10, 3, 0.1));       // loss 0.5 %
         examples.push_back(example("kl:3", id, i % 2 == 0 && i % 10 != 0, 10, 2, 0.1));  // loss 10 %
     }
     const auto losses = losses_against_vanilla(examples, points, problems);
@@ -381,7 +388,8 @@ TEST(Calibration, AgreementChargesEveryChangedAnswer) {
         const std::string id = std::to_string(i);
         problems.push_back({id, "q", "1", Scorer::Gsm8k, ""});
         for (const std::string point : {"vanilla", "kl:0.5", "kl:1"}) {
-            SweepExample e = example(point, id, false, 10, point == std::string("kl:1") ? 4 : 5, 0.1);  // kl:1: more MAT
+            SweepExample e =
+                example(point, id, false, 10, point == std::string("kl:1") ? 4 : 5, 0.1);  // kl:1: more MAT
             const std::string answer = i % 3 == 0 ? std::string() : std::string("5");  // "" (no answer) agrees with ""
             e.prediction = point == "kl:1" && i < 2 ? std::string("7") : answer;
             examples.push_back(e);

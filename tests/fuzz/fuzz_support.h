@@ -3,6 +3,7 @@
 // report.
 #pragma once
 
+#include <unistd.h>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -11,7 +12,6 @@
 #include <string>
 #include <string_view>
 #include <system_error>
-#include <unistd.h>
 #include <vector>
 
 namespace klspec::fuzz {
@@ -39,9 +39,9 @@ inline const std::filesystem::path& scratch_root() {
 // A scratch directory of this process, emptied for each input and removed when the fuzzer exits.
 inline std::filesystem::path scratch_dir() {
     static const bool removed_at_exit = std::atexit([] {
-        std::error_code ignored;
-        std::filesystem::remove_all(scratch_root(), ignored);
-    }) == 0;
+                                            std::error_code ignored;
+                                            std::filesystem::remove_all(scratch_root(), ignored);
+                                        }) == 0;
     (void)removed_at_exit;
     const std::filesystem::path& dir = scratch_root();
     std::filesystem::remove_all(dir);

@@ -73,7 +73,8 @@ TEST(GpuBackend, TheBuildHasAGpuDeviceAndTheTestsOffloadToIt) {
         const enum ggml_backend_dev_type type = ggml_backend_dev_type(device);
         if (type == GGML_BACKEND_DEVICE_TYPE_GPU || type == GGML_BACKEND_DEVICE_TYPE_IGPU) {
             ++gpus;
-            std::cout << "[ device   ] " << ggml_backend_dev_name(device) << ": " << ggml_backend_dev_description(device) << "\n";
+            std::cout << "[ device   ] " << ggml_backend_dev_name(device) << ": "
+                      << ggml_backend_dev_description(device) << "\n";
         }
     }
     EXPECT_GT(gpus, 0u) << "no GPU device: a Vulkan build on lavapipe needs GGML_VK_VISIBLE_DEVICES=0";
@@ -117,7 +118,8 @@ TEST(GpuBackend, LogitsAndHiddenStatesMatchTheCpu) {
         double logit_difference = 0, hidden_difference = 0, hidden_magnitude = 0;
         for (const std::string& prompt : c.prompts) {
             std::vector<int32_t> tokens = cpu_model.tokenize(prompt, true, true);
-            const test::GreedyReference reference = test::greedy_reference(cpu_model, prompt, c.tokens, test_context(c.n_ctx));
+            const test::GreedyReference reference =
+                test::greedy_reference(cpu_model, prompt, c.tokens, test_context(c.n_ctx));
             tokens.insert(tokens.end(), reference.tokens.begin(), reference.tokens.end());
             const ForwardResult on_cpu = cpu.forward(ModelRole::Target, tokens, true);
             const ForwardResult on_gpu = gpu.forward(ModelRole::Target, tokens, true);
@@ -151,7 +153,8 @@ TEST(GpuBackend, GreedyOutputIsTheCpusUpToNearTies) {
         SpeculativeDecoder speculative(gpu_model, &gpu_draft, test_context(c.n_ctx));
         int64_t divergences = 0, accepted = 0;
         for (const std::string& prompt : c.prompts) {
-            const test::GreedyReference on_cpu = test::greedy_reference(cpu_model, prompt, c.tokens, test_context(c.n_ctx));
+            const test::GreedyReference on_cpu =
+                test::greedy_reference(cpu_model, prompt, c.tokens, test_context(c.n_ctx));
             GenerationOptions options;
             options.max_tokens = c.tokens;
             test::check_equal_up_to_near_tie(on_cpu, target_only.generate(prompt, options).tokens,

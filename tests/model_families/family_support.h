@@ -14,10 +14,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "build_paths.h"
 #include "core/judge_factory.h"
 #include "engine/speculative_decoder.h"
 #include "test_support.h"
-#include "build_paths.h"
 
 namespace klspec::test {
 
@@ -78,14 +78,21 @@ inline std::vector<JudgeOptions> every_rule(int32_t n_embd) {
     for (const JudgeRule& rule : judge_rules()) {
         JudgeOptions options;
         options.rule = std::string(rule.name);
-        if (rule.threshold == Knob::Required) options.threshold = options.rule == "kl" || options.rule.find("entropy") != std::string::npos ? 1.0 : 0.05;
+        if (rule.threshold == Knob::Required)
+            options.threshold = options.rule == "kl" || options.rule.find("entropy") != std::string::npos ? 1.0 : 0.05;
         if (rule.topk == Knob::Required) options.topk = 5;
         if (rule.window != Knob::Refused) options.window = 1;
         if (rule.head == Knob::Required) {
-            std::vector<double> zeros(2 * size_t(n_embd), 0.0), ones(2 * size_t(n_embd), 1.0), weights(2 * size_t(n_embd), 0.0);
+            std::vector<double> zeros(2 * size_t(n_embd), 0.0), ones(2 * size_t(n_embd), 1.0),
+                weights(2 * size_t(n_embd), 0.0);
             weights[size_t(n_embd) + size_t(n_embd) / 2] = -4.0;  // a target coordinate of the normal tokens' half
-            const nlohmann::json head = {{"draft_hidden_size", n_embd}, {"target_hidden_size", n_embd}, {"mean", zeros},
-                                         {"scale", ones}, {"weights", weights}, {"bias", 0.0}, {"threshold", 0.5}};
+            const nlohmann::json head = {{"draft_hidden_size", n_embd},
+                                         {"target_hidden_size", n_embd},
+                                         {"mean", zeros},
+                                         {"scale", ones},
+                                         {"weights", weights},
+                                         {"bias", 0.0},
+                                         {"threshold", 0.5}};
             options.head_path = temp_path("family-head-" + std::to_string(n_embd) + ".json");
             std::ofstream(options.head_path) << head.dump();
         }

@@ -22,11 +22,12 @@ using test::family_context;
 using test::family_draft;
 using test::family_target;
 
-const std::vector<std::string> kFamilies = {"llama-bpe", "qwen2", "qwen35", "gemma-4", "phi-3", "deepseek-llm", "llama-spm"};
+const std::vector<std::string> kFamilies = {"llama-bpe", "qwen2",        "qwen35",   "gemma-4",
+                                            "phi-3",     "deepseek-llm", "llama-spm"};
 // Plain English, code, and several scripts with an emoji (multi-byte characters, byte tokens).
-const std::vector<std::string> kPrompts = {"The quick brown fox jumps over the lazy dog.",
-                                           "def add(a, b):\n    return a + b\n",
-                                           "Grüße aus Köln! 日本語のテキスト 🙂 Привет, мир 𝄞ꙮ"};
+const std::vector<std::string> kPrompts = {
+    "The quick brown fox jumps over the lazy dog.", "def add(a, b):\n    return a + b\n",
+    "Grüße aus Köln! 日本語のテキスト 🙂 Привет, мир 𝄞ꙮ"};
 constexpr int32_t kTokens = 32;
 
 class ModelFamily : public ::testing::TestWithParam<std::string> {
@@ -44,7 +45,10 @@ size_t unfinished_character(const std::string& text) {
     for (size_t back = 1; back <= std::min<size_t>(4, text.size()); ++back) {
         const auto byte = static_cast<unsigned char>(text[text.size() - back]);
         if (byte >= 0x80 && byte < 0xC0) continue;
-        const size_t length = byte >= 0xF0 && byte < 0xF8 ? 4 : byte >= 0xE0 && byte < 0xF0 ? 3 : byte >= 0xC0 && byte < 0xE0 ? 2 : 1;
+        const size_t length = byte >= 0xF0 && byte < 0xF8   ? 4
+                              : byte >= 0xE0 && byte < 0xF0 ? 3
+                              : byte >= 0xC0 && byte < 0xE0 ? 2
+                                                            : 1;
         return length > back ? back : 0;
     }
     return 0;
@@ -52,7 +56,8 @@ size_t unfinished_character(const std::string& text) {
 
 TEST_P(ModelFamily, GreedySpeculativeOutputIsTargetOnlyOutputUpToNearTies) {
     // The premise of the near-tie rule on this model: batched and one-token logits differ by less than half the bound.
-    const double difference = test::max_batch_single_difference(family_target(GetParam()), kPrompts, kTokens, family_context());
+    const double difference =
+        test::max_batch_single_difference(family_target(GetParam()), kPrompts, kTokens, family_context());
     EXPECT_LT(difference, test::kNearTieGap / 2);
     SpeculativeDecoder speculative(*target_, draft_.get(), family_context());
     std::vector<JudgedPosition> judged;
@@ -85,8 +90,9 @@ TEST_P(ModelFamily, GreedySpeculativeOutputIsTargetOnlyOutputUpToNearTies) {
         const std::vector<int32_t> tokens = nlohmann::json::parse(cli.output).at("tokens").get<std::vector<int32_t>>();
         test::check_equal_up_to_near_tie(reference, tokens, GetParam() + " CLI, prompt: " + prompt, divergences);
     }
-    std::cout << "[ family   ] " << GetParam() << ": V " << target_->n_vocab() << ", acceptance " << accepted << "/" << drafted
-              << ", " << divergences << " near-tie divergences, largest batched - single logit difference " << difference << "\n";
+    std::cout << "[ family   ] " << GetParam() << ": V " << target_->n_vocab() << ", acceptance " << accepted << "/"
+              << drafted << ", " << divergences << " near-tie divergences, largest batched - single logit difference "
+              << difference << "\n";
     EXPECT_GT(accepted, 0);
     EXPECT_LT(accepted, drafted) << "the draft never disagreed: the judges below would never be consulted";
 }
@@ -105,18 +111,22 @@ TEST_P(ModelFamily, FourSequencesBatchedGiveTargetOnlyOutput) {
     }
     std::vector<Sequence*> batch;
     for (Sequence& seq : sequences) batch.push_back(&seq);
-    while (std::any_of(sequences.begin(), sequences.end(), [](const Sequence& s) { return !s.finished(); })) decoder.step(batch);
+    while (std::any_of(sequences.begin(), sequences.end(), [](const Sequence& s) { return !s.finished(); }))
+        decoder.step(batch);
     int64_t divergences = 0;
     for (size_t s = 0; s < prompts.size(); ++s) {
         const GenerationResult batched = sequences[s].take_result();
-        const test::GreedyReference reference = test::greedy_reference(*target_, prompts[s], kTokens - 4 * int32_t(s), family_context());
-        test::check_equal_up_to_near_tie(reference, batched.tokens, GetParam() + " batched, prompt: " + prompts[s], divergences);
+        const test::GreedyReference reference =
+            test::greedy_reference(*target_, prompts[s], kTokens - 4 * int32_t(s), family_context());
+        test::check_equal_up_to_near_tie(reference, batched.tokens, GetParam() + " batched, prompt: " + prompts[s],
+                                         divergences);
         // One at a time on the same decoder.
         GenerationOptions options;
         options.max_tokens = kTokens - 4 * int32_t(s);
         options.draft_max = 1 + 2 * int32_t(s);
         const GenerationResult alone = decoder.generate(prompts[s], options);
-        test::check_equal_up_to_near_tie(reference, alone.tokens, GetParam() + " alone, prompt: " + prompts[s], divergences);
+        test::check_equal_up_to_near_tie(reference, alone.tokens, GetParam() + " alone, prompt: " + prompts[s],
+                                         divergences);
     }
 }
 
@@ -164,7 +174,8 @@ TEST_P(ModelFamily, StopStringsEndItAndStreamsNeverSplitACharacter) {
             EXPECT_EQ(streamed, result.text) << GetParam();
             // How often the stream had to hold a character back: the tokens' text so far ended inside one.
             std::string pieces;
-            for (const int32_t token : result.tokens) held_back += unfinished_character(pieces += target_->piece(token)) > 0;
+            for (const int32_t token : result.tokens)
+                held_back += unfinished_character(pieces += target_->piece(token)) > 0;
 
             // A stop string from the middle of the text (whole characters) ends the same run there.
             size_t middle = result.text.size() / 2;
@@ -180,7 +191,8 @@ TEST_P(ModelFamily, StopStringsEndItAndStreamsNeverSplitACharacter) {
                 return false;
             });
             EXPECT_EQ(stopped.stop_reason, StopReason::StopString) << GetParam() << ", stop '" << stop << "'";
-            EXPECT_EQ(stopped.text, result.text.substr(0, result.text.find(stop))) << GetParam() << ", stop '" << stop << "'";
+            EXPECT_EQ(stopped.text, result.text.substr(0, result.text.find(stop)))
+                << GetParam() << ", stop '" << stop << "'";
             EXPECT_EQ(stopped_stream, stopped.text);
             ++stops;
         }
@@ -201,8 +213,8 @@ TEST_P(ModelFamily, StopStringsEndItAndStreamsNeverSplitACharacter) {
     EXPECT_EQ(streamed, stream.text());
     EXPECT_NE(streamed.find("𝄞ꙮ"), std::string::npos) << GetParam();
     EXPECT_GT(split, 0) << GetParam() << ": the tokenizer split no character; the check above proves nothing";
-    std::cout << "[ family   ] " << GetParam() << ": " << held_back << " steps' text ended inside a character, " << split
-              << " pieces of the prompt's rare characters did, " << stops << " stop strings\n";
+    std::cout << "[ family   ] " << GetParam() << ": " << held_back << " steps' text ended inside a character, "
+              << split << " pieces of the prompt's rare characters did, " << stops << " stop strings\n";
     EXPECT_GT(stops, 0);
 }
 
@@ -229,7 +241,8 @@ TEST_P(ModelFamily, OutsideTheJudgeSpanEveryTokenIsTheTargetsChoice) {
         options.judge = make_judge(kl);
         options.judge_span = JudgeSpan::parse("until:e");
         const GenerationResult confined = decoder.generate(prompt, options);
-        const test::SpanCheck check = test::check_outside_span(*target_, prompt, confined.tokens, after_e, family_context());
+        const test::SpanCheck check =
+            test::check_outside_span(*target_, prompt, confined.tokens, after_e, family_context());
         EXPECT_EQ(check.not_target_choice, 0) << GetParam() << ", prompt: " << prompt;
         EXPECT_EQ(confined.stats.outside_span, check.outside) << GetParam() << ", prompt: " << prompt;
         outside += check.outside;

@@ -9,9 +9,9 @@
 #include <optional>
 #include <sstream>
 
+#include "build_paths.h"
 #include "engine/speculative_decoder.h"
 #include "family_support.h"
-#include "build_paths.h"
 
 namespace klspec {
 namespace {
@@ -47,18 +47,22 @@ const std::vector<PairCase> kCases = {
 TEST(PairRule, KlspecAcceptsExactlyThePairsLlamaCppAccepts) {
     const std::string llama_spec = std::string(build_paths::llama_tools_dir) + "/llama-speculative-simple";
     std::ostringstream table;
-    table << "| case | llama.cpp's rule | llama-speculative-simple | its exit status | klspec generate | klspec's message |\n"
+    table << "| case | llama.cpp's rule | llama-speculative-simple | its exit status | klspec generate | klspec's "
+             "message |\n"
           << "|---|---|---|---|---|---|\n";
     for (const PairCase& c : kCases) {
         // llama.cpp's verdict as it logs it (-v): "vocab_cmpt = 1" or "= 0". What happens after it is another
         // matter: with a padded draft it aborts once the draft proposes a pad token (it feeds it to the target).
-        const test::CommandResult llama = test::run_command(llama_spec + " -m " + c.target + " -md " + c.draft +
-                                                            " --spec-type draft-simple -p \"Hello world, how are you\" -n 4 -t 1 -c 256 -v");
+        const test::CommandResult llama =
+            test::run_command(llama_spec + " -m " + c.target + " -md " + c.draft +
+                              " --spec-type draft-simple -p \"Hello world, how are you\" -n 4 -t 1 -c 256 -v");
         const bool llama_accepts = llama.errors.find("vocab_cmpt = 1") != std::string::npos;
         const bool llama_refuses = llama.errors.find("vocab_cmpt = 0") != std::string::npos;
-        ASSERT_NE(llama_accepts, llama_refuses) << c.why << ": no verdict from llama-speculative-simple:\n" << llama.errors;
-        const test::CommandResult klspec = test::run_command(test::kCli + " generate -m " + c.target + " -md " + c.draft +
-                                                             " -p \"Hello world, how are you\" -n 4 -t 1 -c 256");
+        ASSERT_NE(llama_accepts, llama_refuses) << c.why << ": no verdict from llama-speculative-simple:\n"
+                                                << llama.errors;
+        const test::CommandResult klspec =
+            test::run_command(test::kCli + " generate -m " + c.target + " -md " + c.draft +
+                              " -p \"Hello world, how are you\" -n 4 -t 1 -c 256");
         const bool klspec_refuses = klspec.exit_code != 0;
         if (klspec_refuses) {
             EXPECT_EQ(klspec.exit_code, 1) << c.why;
@@ -73,8 +77,8 @@ TEST(PairRule, KlspecAcceptsExactlyThePairsLlamaCppAccepts) {
             EXPECT_EQ(!llama_refuses, *c.compatible) << c.why;
         }
         table << "| " << c.why << " | " << (c.compatible ? (*c.compatible ? "accept" : "refuse") : "—") << " | "
-              << (llama_refuses ? "refuses" : "accepts") << " | " << llama.exit_code << " | " << (klspec_refuses ? "refuses" : "accepts") << " | "
-              << difference.value_or("") << " |\n";
+              << (llama_refuses ? "refuses" : "accepts") << " | " << llama.exit_code << " | "
+              << (klspec_refuses ? "refuses" : "accepts") << " | " << difference.value_or("") << " |\n";
     }
     std::cout << table.str();
 }
@@ -82,7 +86,8 @@ TEST(PairRule, KlspecAcceptsExactlyThePairsLlamaCppAccepts) {
 TEST(PairRule, TheMessageNamesTheFirstDifference) {
     const auto difference = [](const std::string& target, const std::string& draft) {
         const ModelOptions vocab_only{{}, std::nullopt, true};
-        return vocabulary_difference(Model(pair_model(target), vocab_only), Model(pair_model(draft), vocab_only)).value_or("none");
+        return vocabulary_difference(Model(pair_model(target), vocab_only), Model(pair_model(draft), vocab_only))
+            .value_or("none");
     };
     EXPECT_EQ(difference("target", "draft-pad129"), "size 32193 vs 32064, more than 128 apart");
     EXPECT_EQ(difference("target", "draft-add-eos"), "add EOS true vs false");
@@ -96,7 +101,8 @@ TEST(PairRule, TheMessageNamesTheFirstDifference) {
 // clear choice: a padded draft proposes an id the target lacks (rejected); a padded target emits an id the
 // draft lacks (the sequence goes on target-only).
 TEST(PairRule, PaddedPairsDecodeWithEveryRuleOverTheCommonIds) {
-    for (const auto& [target_name, draft_name] : {std::pair("target", "draft-pad128"), std::pair("target-pad128", "draft")}) {
+    for (const auto& [target_name, draft_name] :
+         {std::pair("target", "draft-pad128"), std::pair("target-pad128", "draft")}) {
         SCOPED_TRACE(std::string(target_name) + " + " + draft_name);
         const Model target(pair_model(target_name));
         const Model draft(pair_model(draft_name));
@@ -159,8 +165,8 @@ TEST(PairRule, PaddedPairsDecodeWithEveryRuleOverTheCommonIds) {
             }
             EXPECT_GT(judge->calls.load(), 0) << rule.rule << " was never consulted";
         }
-        std::cout << "[ padded   ] " << target_name << " (" << n_target << ") + " << draft_name << " (" << n_draft << "): "
-                  << foreign_drafts << " draft tokens outside the target's vocabulary, rejected\n";
+        std::cout << "[ padded   ] " << target_name << " (" << n_target << ") + " << draft_name << " (" << n_draft
+                  << "): " << foreign_drafts << " draft tokens outside the target's vocabulary, rejected\n";
     }
 }
 

@@ -11,19 +11,19 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <iostream>
+#include <iterator>
 
 #include <nlohmann/json.hpp>
 
+#include "../model_families/family_support.h"
+#include "build_paths.h"
 #include "core/judge_factory.h"
 #include "engine/chat_template.h"
 #include "engine/speculative_decoder.h"
 #include "llama.h"
 #include "llama_server_prompt.h"
-#include "../model_families/family_support.h"
 #include "test_support.h"
-#include "build_paths.h"
 
 namespace klspec {
 namespace {
@@ -108,14 +108,15 @@ TEST_F(RealModel, GreedySpeculativeOutputIsTargetOnlyOutputUpToNearTies) {
         accepted += result.stats.accepted;
         drafted += result.stats.drafted;
         // The CLI with its defaults, as a user runs it: the same tokens.
-        const test::CommandResult cli = test::run_command(
-            test::kCli + " generate -m " + kTarget + " -md " + kDraft + " -p '" + prompt + "' -n " +
-            std::to_string(kTokens) + " -t 2 -c 512 --draft-max 4 --draft-policy fixed --json");
+        const test::CommandResult cli =
+            test::run_command(test::kCli + " generate -m " + kTarget + " -md " + kDraft + " -p '" + prompt + "' -n " +
+                              std::to_string(kTokens) + " -t 2 -c 512 --draft-max 4 --draft-policy fixed --json");
         ASSERT_EQ(cli.exit_code, 0) << cli.errors;
         const std::vector<int32_t> tokens = nlohmann::json::parse(cli.output).at("tokens").get<std::vector<int32_t>>();
         test::check_equal_up_to_near_tie(reference, tokens, "CLI, prompt: " + prompt, divergences);
     }
-    std::cout << "[ real     ] acceptance " << accepted << "/" << drafted << ", " << divergences << " near-tie divergences\n";
+    std::cout << "[ real     ] acceptance " << accepted << "/" << drafted << ", " << divergences
+              << " near-tie divergences\n";
     EXPECT_GT(accepted, 0);
     EXPECT_LT(accepted, drafted);
 }
@@ -131,7 +132,8 @@ TEST_F(RealModel, EveryRuleRunsOnTheRealDistributions) {
         rule.head_path = kHead;
         rule.threshold = 0.5;
     }
-    test::check_every_rule_runs(decoder, rules, {kPrompts[1]}, static_cast<size_t>(target_->n_vocab()), 16, 7, "real    ");
+    test::check_every_rule_runs(decoder, rules, {kPrompts[1]}, static_cast<size_t>(target_->n_vocab()), 16, 7,
+                                "real    ");
 }
 
 // The file has no template of its own (it is the pretrained model), so a chat takes llama.cpp's gemma
@@ -141,13 +143,14 @@ TEST_F(RealModel, EveryRuleRunsOnTheRealDistributions) {
 // stops at an EOG token is checked where a model emits one (model-families: every EOG token of Gemma 4's
 // vocabulary); here the speculative answer equals the target-only one and holds no marker text.
 TEST_F(RealModel, ChatWithTheGemmaTemplateIsLlamaServersRendering) {
-    EXPECT_FALSE(target_->chat_template().has_value()) << "the packaged file now carries a template: test it as its own";
+    EXPECT_FALSE(target_->chat_template().has_value())
+        << "the packaged file now carries a template: test it as its own";
     const std::string jinja = std::string(build_paths::llama_models_dir) + "/templates/google-gemma-2-2b-it.jinja";
     std::ifstream in(jinja);
     ASSERT_TRUE(in) << jinja;
     const std::string source((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const ChatMessages chat = {{"user", "Hi!"}, {"assistant", "Hello. How can I help?"},
-                               {"user", "Name three colours, then stop."}};
+    const ChatMessages chat = {
+        {"user", "Hi!"}, {"assistant", "Hello. How can I help?"}, {"user", "Name three colours, then stop."}};
     const std::string rendered = ChatTemplate(*target_, "gemma").apply(chat);
     EXPECT_EQ(rendered, test::llama_server_prompt(*target_, source, chat));
     EXPECT_EQ(ChatTemplate(*target_, jinja).apply(chat), rendered);
@@ -163,8 +166,8 @@ TEST_F(RealModel, ChatWithTheGemmaTemplateIsLlamaServersRendering) {
     const GenerationOptions options = test::family_options(32);
     const GenerationResult spoken = test::generate_tokens(speculative, tokens, options);
     const GenerationResult reference = test::generate_tokens(target_only, tokens, options);
-    std::cout << "[ real     ] chat answer (" << to_string(spoken.stop_reason) << "): " << nlohmann::json(spoken.text).dump()
-              << "\n";
+    std::cout << "[ real     ] chat answer (" << to_string(spoken.stop_reason)
+              << "): " << nlohmann::json(spoken.text).dump() << "\n";
     EXPECT_EQ(spoken.tokens, reference.tokens);
     EXPECT_EQ(spoken.stop_reason, reference.stop_reason);
     EXPECT_EQ(spoken.text.find("<end_of_turn>"), std::string::npos);
@@ -205,7 +208,8 @@ TEST_F(RealModel, JudgeSpanConfinesRelaxation) {
         options.judge = make_judge(kl);
         options.judge_span = JudgeSpan::parse("until:e");
         const GenerationResult confined = decoder.generate(prompt, options);
-        const test::SpanCheck check = test::check_outside_span(*target_, prompt, confined.tokens, after_e, real_context());
+        const test::SpanCheck check =
+            test::check_outside_span(*target_, prompt, confined.tokens, after_e, real_context());
         EXPECT_EQ(check.not_target_choice, 0) << prompt;
         EXPECT_EQ(confined.stats.outside_span, check.outside) << prompt;
         outside += check.outside;

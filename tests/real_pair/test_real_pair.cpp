@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../model_families/family_support.h"
+#include "build_paths.h"
 #include "core/distribution_stats.h"
 #include "core/judge_factory.h"
 #include "engine/chat_template.h"
@@ -23,9 +25,7 @@
 #include "engine/target_loading.h"
 #include "llama.h"
 #include "llama_server_prompt.h"
-#include "../model_families/family_support.h"
 #include "test_support.h"
-#include "build_paths.h"
 
 namespace klspec {
 namespace {
@@ -44,8 +44,8 @@ const std::vector<std::string> kRequests = {
 std::string long_request() {
     std::string module = "Here is a Python module:\n```python\n";
     for (int i = 0; i < 12; ++i)
-        module += "def scale_" + std::to_string(i) + "(values):\n    return [v * " + std::to_string(i + 2) +
-                  " + " + std::to_string(i % 7) + " for v in values]\n\n";
+        module += "def scale_" + std::to_string(i) + "(values):\n    return [v * " + std::to_string(i + 2) + " + " +
+                  std::to_string(i % 7) + " for v in values]\n\n";
     return module + "```\nWrite a function that applies every scale_ function in turn to a list and returns the sum.";
 }
 
@@ -79,7 +79,9 @@ protected:
         if (!repacked_) repacked_ = new Model(kTarget, test::offload());
         return *repacked_;
     }
-    static std::string chat(const std::string& request) { return ChatTemplate(*target_, "").apply({{"user", request}}); }
+    static std::string chat(const std::string& request) {
+        return ChatTemplate(*target_, "").apply({{"user", request}});
+    }
     static Model* target_;
     static Model* draft_;
     static Model* repacked_;
@@ -117,7 +119,8 @@ TEST_F(RealPair, BatchedAndOneTokenLogitsAreEqualBitForBit) {
             if (probe != 0) {
                 std::string fallback;
                 const std::unique_ptr<Model> loaded = load_target(kTarget, repacked, pair_context(), fallback);
-                std::cout << "[ pair     ] repacked kernels differ here (probe " << probe << " apart): " << fallback << "\n";
+                std::cout << "[ pair     ] repacked kernels differ here (probe " << probe << " apart): " << fallback
+                          << "\n";
                 EXPECT_FALSE(fallback.empty()) << "a target whose repacked batches differ must load unrepacked";
                 EXPECT_EQ(batch_logit_difference(*loaded, pair_context()), 0.0f);
                 continue;
@@ -165,12 +168,14 @@ TEST_F(RealPair, GreedySpeculativeOutputIsTargetOnlyOutputUpToNearTies) {
             drafted += result.stats.drafted;
         }
     }
-    std::cout << "[ pair     ] acceptance " << accepted << "/" << drafted << ", " << divergences << " near-tie divergences\n";
+    std::cout << "[ pair     ] acceptance " << accepted << "/" << drafted << ", " << divergences
+              << " near-tie divergences\n";
     EXPECT_GT(accepted, drafted / 2) << "the 0.5B sibling should agree with its target on most code tokens";
 }
 
 // The last row's logits of `prompt` prefilled in a fresh context of `model`.
-std::vector<float> prefill_logits(const Model& model, const std::vector<int32_t>& prompt, const ContextOptions& options) {
+std::vector<float> prefill_logits(const Model& model, const std::vector<int32_t>& prompt,
+                                  const ContextOptions& options) {
     ModelContext ctx(model, options);
     std::vector<float> logits;
     ctx.prefill_last_logits(0, prompt, 0, logits);
@@ -196,7 +201,8 @@ TEST_F(RealPair, RepackedPrefillPredictsWhatThePlainKernelsPredict) {
     // Where --repack-prompt's own check refuses this CPU's repacked kernels (an AMX Xeon), a prompt never reaches them.
     SpeculativeDecoder checking(plain_target, nullptr, pair_context());
     if (std::optional<std::string> why_not = checking.use_repacked_prompts(repacked)) GTEST_SKIP() << *why_not;
-    const std::vector<int32_t> prompt = repacked.tokenize(chat(long_request()), /*add_bos=*/true, /*parse_special=*/true);
+    const std::vector<int32_t> prompt =
+        repacked.tokenize(chat(long_request()), /*add_bos=*/true, /*parse_special=*/true);
     const std::vector<float> fast = prefill_logits(repacked, prompt, pair_context());
     const std::vector<float> plain = prefill_logits(plain_target, prompt, pair_context());
     const float largest = max_abs_difference(fast, plain);
@@ -206,10 +212,10 @@ TEST_F(RealPair, RepackedPrefillPredictsWhatThePlainKernelsPredict) {
     EXPECT_LT(largest, 2.0F);
 }
 
-// --no-repack --repack-prompt on the real target: prompts prefilled by a repacked copy (llama.cpp's interleaved Q4_K kernels,
-// whose logits differ from the unrepacked ones), decoding on the unrepacked target. Target-only and speculative
-// decoding prefill alike, so their greedy answers are equal token for token, fresh and with the prompt cache
-// reused; the first token is the unrepacked prompt's, and its logprob shows that the copy's kernels, not the
+// --no-repack --repack-prompt on the real target: prompts prefilled by a repacked copy (llama.cpp's interleaved Q4_K
+// kernels, whose logits differ from the unrepacked ones), decoding on the unrepacked target. Target-only and
+// speculative decoding prefill alike, so their greedy answers are equal token for token, fresh and with the prompt
+// cache reused; the first token is the unrepacked prompt's, and its logprob shows that the copy's kernels, not the
 // target's, ran the prompt. Skipped where use_repacked_prompts finds the copy's kernels wrong (an AMX Xeon).
 TEST_F(RealPair, RepackedPromptsKeepSpeculativeOutputTargetOnlyOutput) {
     const Model plain_target(kTarget, unrepacked_options());
@@ -227,7 +233,8 @@ TEST_F(RealPair, RepackedPromptsKeepSpeculativeOutputTargetOnlyOutput) {
     options.first_token_from_prompt = true;
     options.logprobs = 0;
     double largest_logprob_difference = 0;
-    for (const std::string& prompt : {chat(kRequests[0]), chat(long_request()), chat(long_request() + " Add a docstring.")}) {
+    for (const std::string& prompt :
+         {chat(kRequests[0]), chat(long_request()), chat(long_request() + " Add a docstring.")}) {
         const std::vector<int32_t> tokens = target_->tokenize(prompt, /*add_bos=*/true, /*parse_special=*/true);
         const auto run = [&](SpeculativeDecoder& decoder) {
             Sequence seq = decoder.start(0, tokens, options);
@@ -241,11 +248,12 @@ TEST_F(RealPair, RepackedPromptsKeepSpeculativeOutputTargetOnlyOutput) {
         EXPECT_GT(drafted.stats.accepted, 0);
         const GenerationResult other = run(unrepacked);
         EXPECT_EQ(alone.tokens.front(), other.tokens.front()) << "the copy's prompt predicts another token: " << prompt;
-        largest_logprob_difference = std::max(
-            largest_logprob_difference, std::abs(double(other.logprobs[0].chosen.logprob) - alone.logprobs[0].chosen.logprob));
+        largest_logprob_difference =
+            std::max(largest_logprob_difference,
+                     std::abs(double(other.logprobs[0].chosen.logprob) - alone.logprobs[0].chosen.logprob));
     }
-    std::cout << "[ pair     ] first token's logprob, repacked against unrepacked prompt: " << largest_logprob_difference
-              << " apart at most\n";
+    std::cout << "[ pair     ] first token's logprob, repacked against unrepacked prompt: "
+              << largest_logprob_difference << " apart at most\n";
     EXPECT_GT(largest_logprob_difference, 0) << "the copy ran the unrepacked kernels: this test checks nothing";
 }
 
@@ -295,8 +303,8 @@ TEST_F(RealPair, ChatRendersAsLlamaServerAndStopsAtImEnd) {
     const GenerationOptions options = test::family_options(32);
     const GenerationResult spoken = test::generate_tokens(speculative, tokens, options);
     const GenerationResult reference = test::generate_tokens(target_only, tokens, options);
-    std::cout << "[ pair     ] chat answer (" << to_string(spoken.stop_reason) << "): " << nlohmann::json(spoken.text).dump()
-              << "\n";
+    std::cout << "[ pair     ] chat answer (" << to_string(spoken.stop_reason)
+              << "): " << nlohmann::json(spoken.text).dump() << "\n";
     EXPECT_EQ(spoken.tokens, reference.tokens);
     EXPECT_EQ(spoken.stop_reason, StopReason::EndOfGeneration);
     EXPECT_EQ(reference.stop_reason, StopReason::EndOfGeneration);
@@ -311,9 +319,9 @@ TEST_F(RealPair, BenchScoresHumanEvalPassAtOne) {
     const std::string datasets = std::string(build_paths::shared_dir) + "/datasets";
     if (!std::filesystem::exists(datasets + "/humaneval/HumanEval.jsonl.gz")) GTEST_SKIP() << "no ../shared/datasets";
     const std::string outputs = test::temp_path("real-pair-humaneval.jsonl");
-    const test::CommandResult r = test::run_command(test::kCli + " bench -m " + kTarget + " -md " + kDraft +
-                                                    " --dataset humaneval --data-dir " + datasets +
-                                                    " --limit 4 -n 384 -t 2 -np 4 --json --outputs " + outputs);
+    const test::CommandResult r =
+        test::run_command(test::kCli + " bench -m " + kTarget + " -md " + kDraft + " --dataset humaneval --data-dir " +
+                          datasets + " --limit 4 -n 384 -t 2 -np 4 --json --outputs " + outputs);
     ASSERT_EQ(r.exit_code, 0) << r.errors;
     const nlohmann::json out = nlohmann::json::parse(r.output);
     EXPECT_EQ(out.at("accuracy").at("metric"), "pass@1");

@@ -9,9 +9,10 @@ namespace klspec {
 namespace {
 
 // A loose KL judge on stories260K and its Q4_0 draft: some drafts are relaxed, some rejected.
-const std::string kGenerate = test::kCli + " generate -m " + test::kTargetModel + " -md " + test::kDraftQ4 +
-                              " -p 'One day, a little girl named Lily' -n 64 -t 1 --judge kl --judge-threshold 0.5 --draft-policy fixed"
-                              " --confidence-mask 1";
+const std::string kGenerate =
+    test::kCli + " generate -m " + test::kTargetModel + " -md " + test::kDraftQ4 +
+    " -p 'One day, a little girl named Lily' -n 64 -t 1 --judge kl --judge-threshold 0.5 --draft-policy fixed"
+    " --confidence-mask 1";
 
 test::CommandResult stdout_of(const std::string& arguments) { return test::run_command(kGenerate + " " + arguments); }
 
@@ -31,7 +32,8 @@ TEST(GenerateColor, AlwaysColoursEveryKindAndTheTextIsThePlainOne) {
 TEST(GenerateColor, LegendGoesToStderrAndABadModeIsAnError) {
     const test::CommandResult legend = test::run_command(kGenerate + " --color always");
     ASSERT_EQ(legend.exit_code, 0) << legend.errors;
-    EXPECT_EQ(legend.errors.rfind("colours: \x1b[32mdraft\x1b[0m \x1b[30;48;5;214mrelaxed\x1b[0m \x1b[34mtarget", 0), 0u)
+    EXPECT_EQ(legend.errors.rfind("colours: \x1b[32mdraft\x1b[0m \x1b[30;48;5;214mrelaxed\x1b[0m \x1b[34mtarget", 0),
+              0u)
         << legend.errors;
     EXPECT_EQ(legend.output.find("colours:"), std::string::npos) << legend.output;
     const test::CommandResult bad = test::run_command(kGenerate + " --color sometimes");

@@ -3,18 +3,18 @@
 // models are loaded and the step costs timed, 200 {"status": "ok"} after.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
-#include <fcntl.h>
 #include <memory>
-#include <netinet/in.h>
-#include <spawn.h>
 #include <string>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <thread>
-#include <unistd.h>
 #include <utility>
 #include <vector>
 
@@ -41,7 +41,8 @@ Reply call(int port, const std::string& method, const std::string& path, const s
     httplib::Client client("127.0.0.1", port);
     client.set_connection_timeout(2);
     client.set_read_timeout(30);
-    httplib::Result r = method == "GET" ? client.Get(path.c_str()) : client.Post(path.c_str(), body, "application/json");
+    httplib::Result r =
+        method == "GET" ? client.Get(path.c_str()) : client.Post(path.c_str(), body, "application/json");
     if (!r) return {};
     return {r->status, r->body, r->get_header_value("Retry-After")};
 }
@@ -51,9 +52,12 @@ void expect_loading(int port) {
     EXPECT_EQ(health.status, 503) << health.body;
     EXPECT_EQ(json::parse(health.body).at("status"), "loading");
     EXPECT_EQ(health.retry_after, "1");
-    for (const auto& [method, path] : std::vector<std::pair<std::string, std::string>>{
-             {"POST", "/v1/completions"}, {"POST", "/v1/chat/completions"}, {"GET", "/v1/models"},
-             {"GET", "/metrics"}, {"GET", "/slots"}, {"GET", "/"}}) {
+    for (const auto& [method, path] : std::vector<std::pair<std::string, std::string>>{{"POST", "/v1/completions"},
+                                                                                       {"POST", "/v1/chat/completions"},
+                                                                                       {"GET", "/v1/models"},
+                                                                                       {"GET", "/metrics"},
+                                                                                       {"GET", "/slots"},
+                                                                                       {"GET", "/"}}) {
         const Reply reply = call(port, method, path, R"({"prompt": "Once", "max_tokens": 4})");
         EXPECT_EQ(reply.status, 503) << method << " " << path << ": " << reply.body;
         EXPECT_EQ(json::parse(reply.body).at("error").at("code"), "model_loading") << path;
@@ -95,7 +99,8 @@ TEST(ServerReadiness, HealthIs503WhileLoadingAnd200OnceReady) {
     const Reply health = call(port, "GET", "/health");
     EXPECT_EQ(health.status, 200) << health.body;
     EXPECT_EQ(json::parse(health.body).at("status"), "ok");
-    const Reply completion = call(port, "POST", "/v1/completions", R"({"prompt": "Once upon a time", "max_tokens": 4})");
+    const Reply completion =
+        call(port, "POST", "/v1/completions", R"({"prompt": "Once upon a time", "max_tokens": 4})");
     EXPECT_EQ(completion.status, 200) << completion.body;
     EXPECT_EQ(json::parse(completion.body).at("model"), "stories260K");  // the target file's stem
     server.stop();
@@ -192,8 +197,13 @@ TEST(ServerReadiness, ServeCommandListensBeforeLoadingAndTurnsReadyAfterTimingTh
     posix_spawn_file_actions_addclose(&actions, out[0]);
     const int port = free_port();
     ASSERT_GT(port, 0);
-    std::vector<std::string> args = {test::kCli, "serve", "--port", std::to_string(port), "-t", "1", "-np", "4",
-                                     "-c", "1024", "-m", test::kDefaultTarget, "-md", test::kDefaultDraft};
+    std::vector<std::string> args = {test::kCli, "serve",
+                                     "--port",   std::to_string(port),
+                                     "-t",       "1",
+                                     "-np",      "4",
+                                     "-c",       "1024",
+                                     "-m",       test::kDefaultTarget,
+                                     "-md",      test::kDefaultDraft};
     const std::vector<std::string> offload = test::offload_args();
     args.insert(args.end(), offload.begin(), offload.end());
     std::vector<char*> argv;

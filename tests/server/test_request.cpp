@@ -65,14 +65,16 @@ TEST(ServerRequest, PromptsAreTextTokenIdsOrListsOfEither) {
     const CompletionRequest ids = parse_ok(R"({"prompt": [7, 0, 99]})");
     ASSERT_EQ(ids.prompts.size(), 1u);
     EXPECT_EQ(ids.prompts[0].tokens, (std::vector<int32_t>{7, 0, 99}));
-    const CompletionRequest lists = parse_ok(R"({"prompt": [[1, 2], [3]], "max_tokens": 0, "echo": true, "logprobs": 1})");
+    const CompletionRequest lists =
+        parse_ok(R"({"prompt": [[1, 2], [3]], "max_tokens": 0, "echo": true, "logprobs": 1})");
     ASSERT_EQ(lists.prompts.size(), 2u);
     EXPECT_EQ(lists.prompts[0].tokens, (std::vector<int32_t>{1, 2}));
     EXPECT_EQ(lists.prompts[1].tokens, (std::vector<int32_t>{3}));
     EXPECT_EQ(lists.generation.max_tokens, 0);
     EXPECT_EQ(lists.generation.logprobs, 1);
     // Chat has no echo: the field is ignored there, as OpenAI clients may send it.
-    EXPECT_FALSE(parse_ok(R"({"messages": [{"role": "user", "content": "x"}], "echo": true})", Endpoint::ChatCompletions).echo);
+    EXPECT_FALSE(
+        parse_ok(R"({"messages": [{"role": "user", "content": "x"}], "echo": true})", Endpoint::ChatCompletions).echo);
 }
 
 // Whether token-id prompts get a BOS: the server's default, which a request's field overrides either way.
@@ -106,14 +108,16 @@ TEST(ServerRequest, JudgeSpanTakesTheServersReasoningMarkersForThink) {
     EXPECT_TRUE(parse_ok(R"({"prompt": "x"})").generation.judge_span.is_all());
     EXPECT_EQ(parse_ok(R"({"prompt": "x", "judge_span": "until:The answer is"})").generation.judge_span.to_string(),
               "until:The answer is");
-    EXPECT_EQ(parse_ok(R"({"prompt": "x", "judge_span": "think:<a>,</a>"})").generation.judge_span.to_string(), "think:<a>,</a>");
+    EXPECT_EQ(parse_ok(R"({"prompt": "x", "judge_span": "think:<a>,</a>"})").generation.judge_span.to_string(),
+              "think:<a>,</a>");
     // think: the markers of the server's template, or a 400 when it has none.
     const ApiError none = parse_error(R"({"prompt": "x", "judge_span": "think"})");
     EXPECT_EQ(none.status, 400);
     EXPECT_EQ(none.param, "judge_span");
     EXPECT_NE(none.message.find("marks no reasoning span"), std::string::npos) << none.message;
     defaults.reasoning_span = JudgeSpan::parse("think:<think>,</think>");
-    EXPECT_EQ(parse_ok(R"({"prompt": "x", "judge_span": "think"})", Endpoint::Completions, defaults).generation.judge_span.to_string(),
+    EXPECT_EQ(parse_ok(R"({"prompt": "x", "judge_span": "think"})", Endpoint::Completions, defaults)
+                  .generation.judge_span.to_string(),
               "think:<think>,</think>");
     const std::pair<const char*, const char*> bad[] = {{R"({"prompt": "x", "judge_span": "until:"})", "judge_span"},
                                                        {R"({"prompt": "x", "judge_span": "sometimes"})", "judge_span"},
@@ -182,7 +186,8 @@ TEST(ServerRequest, JudgeKnobsAreCheckedByMakeJudge) {
         {R"({"prompt": "x", "judge": "topk", "judge_topk": 0})", "judge_topk"},
         {R"({"prompt": "x", "judge": "vanilla", "judge_threshold": 0.5})", "judge_threshold"},
         {R"({"prompt": "x", "judge": "kl", "judge_threshold": 0.5, "confidence_mask": 1.5})", "confidence_mask"},
-        {R"({"prompt": "x", "judge": "fsd", "judge_threshold": 0.5, "judge_divergence": "hellinger"})", "judge_divergence"},
+        {R"({"prompt": "x", "judge": "fsd", "judge_threshold": 0.5, "judge_divergence": "hellinger"})",
+         "judge_divergence"},
         {R"({"prompt": "x", "judge": "kl", "judge_threshold": 0.5, "judge_divergence": "js"})", "judge_divergence"},
         {R"({"prompt": "x", "judge": "topn-delta", "judge_threshold": 0.5})", "judge_topk"},
         {R"({"prompt": "x", "judge": "autojudge"})", "judge"},
@@ -211,8 +216,9 @@ TEST(ServerRequest, ARequestsRuleDoesNotInheritTheServersKnobs) {
     EXPECT_EQ(parse_ok(R"({"prompt": "x", "judge": "topk", "judge_topk": 3})", Endpoint::Completions, defaults)
                   .generation.judge->name(),
               "topk");
-    EXPECT_EQ(parse_ok(R"({"prompt": "x", "judge": "vanilla"})", Endpoint::Completions, defaults).generation.judge->name(),
-              "vanilla");
+    EXPECT_EQ(
+        parse_ok(R"({"prompt": "x", "judge": "vanilla"})", Endpoint::Completions, defaults).generation.judge->name(),
+        "vanilla");
 }
 
 // A request's K replaces the server's when the rule is the same: the draft token ranked 3rd (0-based 2) is
@@ -226,8 +232,10 @@ TEST(ServerRequest, ARequestsTopKOverridesTheServersK) {
     third.target_logits = target;
     third.draft_logits = draft;
     third.draft_token = 2;
-    EXPECT_TRUE(parse_ok(R"({"prompt": "x"})", Endpoint::Completions, defaults).generation.judge->decide(third).relaxed);
-    for (const char* body : {R"({"prompt": "x", "judge_topk": 2})", R"({"prompt": "x", "judge": "topk", "judge_topk": 2})"})
+    EXPECT_TRUE(
+        parse_ok(R"({"prompt": "x"})", Endpoint::Completions, defaults).generation.judge->decide(third).relaxed);
+    for (const char* body :
+         {R"({"prompt": "x", "judge_topk": 2})", R"({"prompt": "x", "judge": "topk", "judge_topk": 2})"})
         EXPECT_FALSE(parse_ok(body, Endpoint::Completions, defaults).generation.judge->decide(third).relaxed) << body;
 }
 
@@ -249,13 +257,14 @@ TEST(ServerRequest, HugeMaxTokensIsClampedToTheContext) {
 }
 
 TEST(ServerRequest, ChatMessagesAreRoleContentPairs) {
-    const CompletionRequest request = parse_ok(
-        R"({"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]})",
-        Endpoint::ChatCompletions);
+    const CompletionRequest request =
+        parse_ok(R"({"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]})",
+                 Endpoint::ChatCompletions);
     ASSERT_EQ(request.messages.size(), 2u);
     EXPECT_EQ(request.messages[1], (std::pair<std::string, std::string>{"user", "Hi"}));
-    for (const char* body : {R"({"prompt": "x"})", R"({"messages": []})", R"({"messages": "hi"})",
-                             R"({"messages": [{"role": "user"}]})", R"({"messages": [{"role": "user", "content": 1}]})"}) {
+    for (const char* body :
+         {R"({"prompt": "x"})", R"({"messages": []})", R"({"messages": "hi"})", R"({"messages": [{"role": "user"}]})",
+          R"({"messages": [{"role": "user", "content": 1}]})"}) {
         const ApiError error = parse_error(body, Endpoint::ChatCompletions);
         EXPECT_EQ(error.status, 400) << body;
         EXPECT_EQ(error.param, "messages") << body;
@@ -295,7 +304,8 @@ TEST(ServerRequest, ErrorJsonHasOpenAIsShape) {
 
 // As OpenAI: stream_options only with stream=true, an object whose include_usage is a boolean.
 TEST(ServerRequest, StreamOptionsNeedStreamAndABooleanIncludeUsage) {
-    EXPECT_TRUE(parse_ok(R"({"prompt": "x", "stream": true, "stream_options": {"include_usage": true}})").include_usage);
+    EXPECT_TRUE(
+        parse_ok(R"({"prompt": "x", "stream": true, "stream_options": {"include_usage": true}})").include_usage);
     EXPECT_FALSE(parse_ok(R"({"prompt": "x", "stream": true, "stream_options": {}})").include_usage);
     EXPECT_FALSE(parse_ok(R"({"prompt": "x", "stream": true})").include_usage);
     EXPECT_FALSE(parse_ok(R"({"prompt": "x", "stream_options": null})").include_usage);
@@ -303,7 +313,8 @@ TEST(ServerRequest, StreamOptionsNeedStreamAndABooleanIncludeUsage) {
         {R"({"prompt": "x", "stream_options": {"include_usage": true}})", "stream_options"},
         {R"({"prompt": "x", "stream": false, "stream_options": {"include_usage": true}})", "stream_options"},
         {R"({"prompt": "x", "stream": true, "stream_options": true})", "stream_options"},
-        {R"({"prompt": "x", "stream": true, "stream_options": {"include_usage": "yes"}})", "stream_options.include_usage"},
+        {R"({"prompt": "x", "stream": true, "stream_options": {"include_usage": "yes"}})",
+         "stream_options.include_usage"},
     };
     expect_400_naming_the_field(cases);
 }
@@ -346,9 +357,9 @@ TEST(ServerRequest, DetokenizeTakesIdsOfTheVocabulary) {
     ASSERT_TRUE(std::holds_alternative<std::vector<int32_t>>(ids));
     EXPECT_EQ(std::get<std::vector<int32_t>>(ids), (std::vector<int32_t>{0, 5, 99}));
     EXPECT_TRUE(std::get<std::vector<int32_t>>(parse_detokenize_request(R"({"tokens": []})", 100)).empty());
-    for (const char* body : {R"({"tokens": [100]})", R"({"tokens": [-1]})", R"({"tokens": [1.5]})", R"({"tokens": ["7"]})",
-                             R"({"tokens": [18446744073709551615]})", R"({"tokens": [4294967296]})", R"({"tokens": 5})",
-                             R"({"tokens": null})", R"({})"}) {
+    for (const char* body : {R"({"tokens": [100]})", R"({"tokens": [-1]})", R"({"tokens": [1.5]})",
+                             R"({"tokens": ["7"]})", R"({"tokens": [18446744073709551615]})",
+                             R"({"tokens": [4294967296]})", R"({"tokens": 5})", R"({"tokens": null})", R"({})"}) {
         const auto error = parse_detokenize_request(body, 100);
         ASSERT_TRUE(std::holds_alternative<ApiError>(error)) << body;
         EXPECT_EQ(std::get<ApiError>(error).status, 400) << body;
@@ -360,9 +371,9 @@ TEST(ServerRequest, ApiKeyMustBeABearerTokenEqualToAKey) {
     const std::vector<std::string> keys = {"sk-first", "sk-second-key"};
     EXPECT_TRUE(api_key_authorized("Bearer sk-first", keys));
     EXPECT_TRUE(api_key_authorized("Bearer sk-second-key", keys));
-    for (const char* header : {"", "Bearer ", "sk-first", "Bearer sk-firs", "Bearer sk-firstt", "Bearer sk-fIrst",
-                               "Bearer sk-first ", "bearer sk-first", "Basic sk-first", "Bearer  sk-first",
-                               "Bearer sk-second-kez", "Bearer sk-first\n"})
+    for (const char* header :
+         {"", "Bearer ", "sk-first", "Bearer sk-firs", "Bearer sk-firstt", "Bearer sk-fIrst", "Bearer sk-first ",
+          "bearer sk-first", "Basic sk-first", "Bearer  sk-first", "Bearer sk-second-kez", "Bearer sk-first\n"})
         EXPECT_FALSE(api_key_authorized(header, keys)) << "'" << header << "'";
     EXPECT_FALSE(api_key_authorized("Bearer sk-first", {}));
 }
@@ -391,8 +402,8 @@ TEST(ServerRequest, InfillTakesLlamaServersFieldsAndTheJudge) {
     EXPECT_TRUE(request.infill.return_tokens);
     EXPECT_EQ(request.generation.judge->name(), "kl");
     // n_predict -1 (llama-server: no limit) is the context; t_max_predict_ms 0 is no limit.
-    const CompletionRequest unlimited =
-        parse_ok(R"({"input_prefix": "", "input_suffix": "", "n_predict": -1, "t_max_predict_ms": 0})", Endpoint::Infill);
+    const CompletionRequest unlimited = parse_ok(
+        R"({"input_prefix": "", "input_suffix": "", "n_predict": -1, "t_max_predict_ms": 0})", Endpoint::Infill);
     EXPECT_EQ(unlimited.generation.max_tokens, server_defaults().n_ctx);
     EXPECT_FALSE(unlimited.generation.max_predict_seconds);
 }
@@ -408,7 +419,8 @@ TEST(ServerRequest, InfillRefusesWhatLlamaServerRefusesWithItsMessages) {
          R"(extra_context chunk must contain a "text" field with a string value)"},
         {R"({"input_prefix": "", "input_suffix": "", "input_extra": [{"text": "", "filename": 2}]})",
          R"(extra_context chunk's "filename" field must be a string)"},
-        {R"({"input_prefix": "", "input_suffix": "", "n_indent": -1})", "'n_indent' must be in [0, 2147483647], got -1"},
+        {R"({"input_prefix": "", "input_suffix": "", "n_indent": -1})",
+         "'n_indent' must be in [0, 2147483647], got -1"},
         {R"({"input_prefix": "", "input_suffix": "", "response_fields": "content"})",
          "'response_fields' must be an array of strings"}};
     for (const auto& [body, message] : cases) {

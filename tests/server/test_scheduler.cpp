@@ -31,7 +31,7 @@ GenerationOptions options(std::shared_ptr<const Judge> judge = nullptr) {
 
 // Runs one request to its end; its result, or the error it failed with.
 std::pair<GenerationResult, std::optional<ApiError>> run(Scheduler& scheduler, const Model& target,
-                                                          GenerationOptions generation) {
+                                                         GenerationOptions generation) {
     const std::vector<int32_t> prompt = target.tokenize("Once upon a time", true, true);
     auto request = std::make_shared<RequestChannel>(prompt, std::move(generation));
     scheduler.submit(request);

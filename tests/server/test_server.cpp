@@ -7,6 +7,9 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <algorithm>
 #include <atomic>
 #include <csignal>
@@ -19,20 +22,17 @@
 #include <iterator>
 #include <memory>
 #include <optional>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <thread>
-#include <unistd.h>
 
 #include <fmt/format.h>
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "build_paths.h"
 #include "core/judge_factory.h"
 #include "core/token_logprobs.h"
 #include "server/server.h"
 #include "test_support.h"
-#include "build_paths.h"
 
 extern char** environ;
 
@@ -55,8 +55,8 @@ HttpReply call(int port, const std::string& method, const std::string& path, con
                const httplib::Headers& headers = {}) {
     httplib::Client c("127.0.0.1", port);
     c.set_read_timeout(30);
-    httplib::Result r = method == "GET" ? c.Get(path.c_str(), headers)
-                                        : c.Post(path.c_str(), headers, body, "application/json");
+    httplib::Result r =
+        method == "GET" ? c.Get(path.c_str(), headers) : c.Post(path.c_str(), headers, body, "application/json");
     if (!r) return {-1, httplib::to_string(r.error()), {}};
     return {r->status, r->body, r->headers};
 }
@@ -136,7 +136,8 @@ template <bool kWithChatTemplate>
 class ServerFixture : public ::testing::Test {
 protected:
     static void SetUpTestSuite() {
-        server_ = std::make_unique<TestServer>(kWithChatTemplate ? test::stories_with_chat_template() : test::kTargetModel);
+        server_ =
+            std::make_unique<TestServer>(kWithChatTemplate ? test::stories_with_chat_template() : test::kTargetModel);
     }
     static void TearDownTestSuite() { server_.reset(); }
 
@@ -191,8 +192,9 @@ std::vector<std::string> sse_events(const std::string& body) {
 
 // Greedy vanilla judge decoding is lossless: the server returns what `klspec generate` prints.
 TEST_F(ServerTest, CompletionEqualsGenerate) {
-    const test::CommandResult cli = test::run_command(test::kCli + " generate -m " + test::kTargetModel + " -md " +
-                                                      test::kDraftQ4 + " -p 'Once upon a time' -n 32 -t 1 --draft-policy fixed --json");
+    const test::CommandResult cli =
+        test::run_command(test::kCli + " generate -m " + test::kTargetModel + " -md " + test::kDraftQ4 +
+                          " -p 'Once upon a time' -n 32 -t 1 --draft-policy fixed --json");
     ASSERT_EQ(cli.exit_code, 0) << cli.errors;
     const json expected = json::parse(cli.output);
 
@@ -208,7 +210,8 @@ TEST_F(ServerTest, CompletionEqualsGenerate) {
     const json& usage = out.at("usage");
     EXPECT_EQ(usage.at("completion_tokens"), expected.at("tokens").size());
     EXPECT_EQ(usage.at("prompt_tokens"), expected.at("stats").at("prompt_tokens"));
-    EXPECT_EQ(usage.at("total_tokens"), usage.at("prompt_tokens").get<int>() + usage.at("completion_tokens").get<int>());
+    EXPECT_EQ(usage.at("total_tokens"),
+              usage.at("prompt_tokens").get<int>() + usage.at("completion_tokens").get<int>());
     const json& spec = out.at("speculative");
     EXPECT_EQ(spec.at("judge"), "vanilla");
     EXPECT_EQ(spec.at("drafted"), expected.at("stats").at("drafted"));
@@ -220,9 +223,10 @@ TEST_F(ServerTest, CompletionEqualsGenerate) {
 // A request's judge span is echoed with what it kept exact, plain and streamed; outside it every token is
 // the target's, so a loose KL confined to a span that closes at once decodes as vanilla.
 TEST_F(ServerTest, JudgeSpanIsEchoedAndConfinesTheRule) {
-    const json loose = {{"prompt", "Once upon a time"}, {"max_tokens", 48}, {"judge", "kl"}, {"judge_threshold", 1e6},
-                        {"confidence_mask", 1.0}, {"draft_policy", "fixed"}};
-    const HttpReply vanilla = post("/v1/completions", json{{"prompt", "Once upon a time"}, {"max_tokens", 48}, {"draft_policy", "fixed"}});
+    const json loose = {{"prompt", "Once upon a time"}, {"max_tokens", 48},       {"judge", "kl"},
+                        {"judge_threshold", 1e6},       {"confidence_mask", 1.0}, {"draft_policy", "fixed"}};
+    const HttpReply vanilla =
+        post("/v1/completions", json{{"prompt", "Once upon a time"}, {"max_tokens", 48}, {"draft_policy", "fixed"}});
     ASSERT_EQ(vanilla.status, 200) << vanilla.body;
     json confined = loose;
     confined["judge_span"] = "until:,";  // the story's first comma comes at once
@@ -230,7 +234,8 @@ TEST_F(ServerTest, JudgeSpanIsEchoedAndConfinesTheRule) {
         confined["stream"] = stream;
         const HttpReply reply = post("/v1/completions", confined);
         ASSERT_EQ(reply.status, 200) << reply.body;
-        const json spec = stream ? json::parse(sse_events(reply.body).end()[-2]).at("speculative") : reply.parsed().at("speculative");
+        const json spec =
+            stream ? json::parse(sse_events(reply.body).end()[-2]).at("speculative") : reply.parsed().at("speculative");
         EXPECT_EQ(spec.at("judge"), "kl");
         EXPECT_EQ(spec.at("judge_span"), "until:,");
         EXPECT_GT(spec.at("outside_span").get<int>(), 40);
@@ -266,7 +271,8 @@ TEST_F(ServerTest, LogprobsInOpenAIsShapesPlainAndStreamed) {
     ASSERT_GT(expected.stats.relaxed_accepted, 0);
 
     json request = loose;
-    request.update(json{{"prompt", prompt}, {"max_tokens", 24}, {"draft_max", 16}, {"draft_policy", "fixed"}, {"logprobs", 2}});
+    request.update(
+        json{{"prompt", prompt}, {"max_tokens", 24}, {"draft_max", 16}, {"draft_policy", "fixed"}, {"logprobs", 2}});
     const HttpReply reply = post("/v1/completions", request);
     ASSERT_EQ(reply.status, 200) << reply.body;
     const json choice = reply.parsed().at("choices").at(0);
@@ -285,8 +291,10 @@ TEST_F(ServerTest, LogprobsInOpenAIsShapesPlainAndStreamed) {
 
     // Chat: {"content": [{token, logprob, bytes, top_logprobs}]}; the streamed chunks' lists add up to it.
     json chat = loose;
-    chat.update(json{{"messages", json::array({json{{"role", "user"}, {"content", prompt}}})}, {"max_tokens", 24},
-                     {"logprobs", true}, {"top_logprobs", 3}});
+    chat.update(json{{"messages", json::array({json{{"role", "user"}, {"content", prompt}}})},
+                     {"max_tokens", 24},
+                     {"logprobs", true},
+                     {"top_logprobs", 3}});
     const HttpReply plain = post("/v1/chat/completions", chat);
     ASSERT_EQ(plain.status, 200) << plain.body;
     const json content = plain.parsed().at("choices").at(0).at("logprobs").at("content");
@@ -312,13 +320,19 @@ TEST_F(ServerTest, LogprobsInOpenAIsShapesPlainAndStreamed) {
             for (const json& entry : chunk_choice.at("logprobs").at("content")) streamed_content.push_back(entry);
     }
     EXPECT_EQ(streamed_content, content);
-    EXPECT_TRUE(post("/v1/completions", json{{"prompt", prompt}, {"max_tokens", 4}}).parsed().at("choices").at(0).at("logprobs").is_null());
+    EXPECT_TRUE(post("/v1/completions", json{{"prompt", prompt}, {"max_tokens", 4}})
+                    .parsed()
+                    .at("choices")
+                    .at(0)
+                    .at("logprobs")
+                    .is_null());
 }
 
 // The chunks add up to the non-streamed text; their provenance lists account for every token; a loose
 // per-request KL judge relaxes tokens the default (vanilla) would not.
 TEST_F(ServerTest, StreamingConcatenationEqualsTheText) {
-    for (const json& judge : {json{{"judge", "vanilla"}}, json{{"judge", "kl"}, {"judge_threshold", 50.0}, {"confidence_mask", 1.0}}}) {
+    for (const json& judge :
+         {json{{"judge", "vanilla"}}, json{{"judge", "kl"}, {"judge_threshold", 50.0}, {"confidence_mask", 1.0}}}) {
         json request = {{"prompt", "One day, a little girl named Lily"}, {"max_tokens", 48}};
         request.update(judge);
         const HttpReply whole = post("/v1/completions", request);
@@ -374,7 +388,8 @@ TEST_F(ServerTest, MoreConcurrentRequestsThanSlotsAllComplete) {
     std::vector<std::future<HttpReply>> replies;
     for (const std::string& prompt : prompts)
         replies.push_back(std::async(std::launch::async, [prompt] {
-            return post("/v1/completions", json{{"prompt", prompt}, {"max_tokens", 40}, {"stream", prompt.size() % 2 == 0}});
+            return post("/v1/completions",
+                        json{{"prompt", prompt}, {"max_tokens", 40}, {"stream", prompt.size() % 2 == 0}});
         }));
     ContextOptions context;
     context.n_threads = 1;
@@ -406,8 +421,12 @@ TEST_F(ServerTest, DisconnectingStreamFreesItsSlot) {
     httplib::Request request;
     request.method = "POST";
     request.path = "/v1/completions";
-    request.body = json{{"prompt", "Once upon a time"}, {"max_tokens", kContext}, {"stream", true},
-                        {"temperature", 1.0}, {"seed", 3}}.dump();
+    request.body = json{
+        {"prompt", "Once upon a time"},
+        {"max_tokens", kContext},
+        {"stream", true},
+        {"temperature", 1.0},
+        {"seed", 3}}.dump();
     request.set_header("Content-Type", "application/json");
     int chunks = 0;
     request.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 1; };
@@ -420,7 +439,8 @@ TEST_F(ServerTest, DisconnectingStreamFreesItsSlot) {
     EXPECT_EQ(metric("klspec:request_cancelled_total"), cancelled + 1);
     EXPECT_LT(metric("klspec:generation_tokens_total") - generated, kContext - 8) << "the sequence ran to its end";
 
-    const HttpReply next = post("/v1/completions", json{{"prompt", "Tom and his dog went to the park."}, {"max_tokens", 8}});
+    const HttpReply next =
+        post("/v1/completions", json{{"prompt", "Tom and his dog went to the park."}, {"max_tokens", 8}});
     EXPECT_EQ(next.status, 200) << next.body;
 }
 
@@ -457,7 +477,8 @@ TEST_F(ServerTest, ErrorsGetTheirStatusAndTheServerKeepsServing) {
     };
     for (const Case& c : cases) {
         const HttpReply reply = c.method == "GET" ? get(c.path) : post(c.path, c.body);
-        EXPECT_EQ(reply.status, c.status) << c.method << " " << c.path << " " << c.body.substr(0, 80) << ": " << reply.body;
+        EXPECT_EQ(reply.status, c.status)
+            << c.method << " " << c.path << " " << c.body.substr(0, 80) << ": " << reply.body;
         const json error = json::parse(reply.body, nullptr, false);
         ASSERT_TRUE(error.contains("error")) << reply.body;
         EXPECT_TRUE(error["error"]["message"].is_string());
@@ -472,7 +493,8 @@ TEST_F(ServerTest, ErrorsGetTheirStatusAndTheServerKeepsServing) {
     }
     // A max_tokens beyond the context is clamped: generation stops at the context (or the story's end). The
     // last generated token is never fed back, so prompt and output together hold at most one more than it.
-    const HttpReply huge = post("/v1/completions", json{{"prompt", "Once upon a time"}, {"max_tokens", 1'000'000'000'000}});
+    const HttpReply huge =
+        post("/v1/completions", json{{"prompt", "Once upon a time"}, {"max_tokens", 1'000'000'000'000}});
     ASSERT_EQ(huge.status, 200) << huge.body;
     EXPECT_LE(huge.parsed().at("usage").at("total_tokens").get<int>(), kContext + 1);
 }
@@ -514,20 +536,26 @@ TEST_F(ServerTest, ModelsHealthAndMetrics) {
     EXPECT_EQ(models.parsed().at("data").at(0).at("id"), "stories260K");
     EXPECT_EQ(get("/health").parsed().at("status"), "ok");
 
-    const char* const counters[] = {"klspec:request_success_total", "klspec:prompt_tokens_total",
-                                    "klspec:generation_tokens_total", "klspec:spec_decode_num_target_calls_total",
+    const char* const counters[] = {"klspec:request_success_total",
+                                    "klspec:prompt_tokens_total",
+                                    "klspec:generation_tokens_total",
+                                    "klspec:spec_decode_num_target_calls_total",
                                     "klspec:spec_decode_num_draft_tokens_total",
                                     "klspec:spec_decode_num_accepted_tokens_total"};
     std::vector<double> before;
     for (const char* name : counters) before.push_back(metric(name));
     const double relaxed = metric("klspec:spec_decode_num_relaxed_accepted_tokens_total");
-    const HttpReply reply = post("/v1/completions", json{{"prompt", "Ben found a shiny stone"}, {"max_tokens", 24},
-                                                         {"judge", "kl"}, {"judge_threshold", 50}, {"confidence_mask", 1}});
+    const HttpReply reply = post("/v1/completions", json{{"prompt", "Ben found a shiny stone"},
+                                                         {"max_tokens", 24},
+                                                         {"judge", "kl"},
+                                                         {"judge_threshold", 50},
+                                                         {"confidence_mask", 1}});
     ASSERT_EQ(reply.status, 200) << reply.body;
     const json out = reply.parsed();
     for (size_t i = 0; i < std::size(counters); ++i) EXPECT_GT(metric(counters[i]), before[i]) << counters[i];
     EXPECT_EQ(metric("klspec:request_success_total"), before[0] + 1);
-    EXPECT_EQ(metric("klspec:generation_tokens_total"), before[2] + out.at("usage").at("completion_tokens").get<double>());
+    EXPECT_EQ(metric("klspec:generation_tokens_total"),
+              before[2] + out.at("usage").at("completion_tokens").get<double>());
     EXPECT_EQ(metric("klspec:spec_decode_num_relaxed_accepted_tokens_total"),
               relaxed + out.at("speculative").at("relaxed").get<double>());
     EXPECT_GT(metric("klspec:spec_decode_mean_accepted_tokens"), 1.0);
@@ -602,12 +630,14 @@ TEST_F(ServerTest, EchoGivesEachPromptTokenTheTargetsLogprob) {
             EXPECT_EQ(logprobs.at("text_offset")[i], text.size());
             text += target.piece(prompt[i]);
             if (i == 0) continue;
-            const std::span<const float> row = std::span<const float>(logits).subspan((i - 1) * size_t(n_vocab), size_t(n_vocab));
+            const std::span<const float> row =
+                std::span<const float>(logits).subspan((i - 1) * size_t(n_vocab), size_t(n_vocab));
             const TokenLogprobs expected = token_logprobs(row, prompt[i], 2);
             EXPECT_NEAR(logprobs.at("token_logprobs")[i].get<double>(), expected.chosen.logprob, 1e-5) << i;
             const json& top = logprobs.at("top_logprobs")[i];
             ASSERT_EQ(top.size(), 2u) << top;
-            EXPECT_NEAR(top.at(target.piece(expected.top[0].token)).get<double>(), expected.top[0].logprob, 1e-5) << top;
+            EXPECT_NEAR(top.at(target.piece(expected.top[0].token)).get<double>(), expected.top[0].logprob, 1e-5)
+                << top;
         }
         EXPECT_EQ(choice.at("text"), text);
     }
@@ -617,7 +647,8 @@ TEST_F(ServerTest, EchoGivesEachPromptTokenTheTargetsLogprob) {
         post("/v1/completions", json{{"prompt", first}, {"max_tokens", 4}, {"logprobs", 1}, {"echo", true}}).parsed();
     const json& completion = plain.at("choices")[0];
     const json& whole = echoed.at("choices")[0];
-    EXPECT_EQ(whole.at("text"), out.at("choices")[0].at("text").get<std::string>() + completion.at("text").get<std::string>());
+    EXPECT_EQ(whole.at("text"),
+              out.at("choices")[0].at("text").get<std::string>() + completion.at("text").get<std::string>());
     const json& completion_logprobs = completion.at("logprobs").at("token_logprobs");
     const json& whole_logprobs = whole.at("logprobs").at("token_logprobs");
     ASSERT_EQ(whole_logprobs.size(), first.size() + completion_logprobs.size());
@@ -685,8 +716,10 @@ std::vector<double> kept_alive_reply_seconds(int port, const std::string& path, 
     setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
     std::vector<double> seconds;
     if (connect(sock, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) return close(sock), seconds;
-    const std::string request = fmt::format("POST {} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                                            "Content-Length: {}\r\n\r\n{}", path, body.size(), body);
+    const std::string request = fmt::format(
+        "POST {} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        "Content-Length: {}\r\n\r\n{}",
+        path, body.size(), body);
     for (int i = 0; i < requests; ++i) {
         const auto start = std::chrono::steady_clock::now();
         if (send(sock, request.data(), request.size(), 0) != static_cast<ssize_t>(request.size())) break;
@@ -712,7 +745,8 @@ std::vector<double> kept_alive_reply_seconds(int port, const std::string& path, 
 // a request on a kept-alive connection (lm-evaluation-harness's loglikelihood requests took 37 s for 240 where
 // they take 25). cpp-httplib keeps a connection for 5 requests; the first is answered at once either way.
 TEST_F(ServerTest, KeptAliveConnectionsAnswerWithoutWaitingForAnAck) {
-    std::vector<double> seconds = kept_alive_reply_seconds(port(), "/tokenize", R"({"content": "Once upon a time"})", 4);
+    std::vector<double> seconds =
+        kept_alive_reply_seconds(port(), "/tokenize", R"({"content": "Once upon a time"})", 4);
     ASSERT_EQ(seconds.size(), 4u);
     seconds.erase(seconds.begin());
     std::sort(seconds.begin(), seconds.end());
@@ -758,8 +792,13 @@ TEST_F(ServerTest, PropsShowTheServersDefaults) {
 TEST_F(ServerTest, SlotsShowWhatEachSlotDecodes) {
     ASSERT_TRUE(wait_idle());
     json during;
-    const json request = {{"prompt", "Once upon a time"}, {"max_tokens", kContext}, {"stream", true},
-                          {"temperature", 1.0}, {"seed", 3}, {"judge", "kl"}, {"judge_threshold", 0.5}};
+    const json request = {{"prompt", "Once upon a time"},
+                          {"max_tokens", kContext},
+                          {"stream", true},
+                          {"temperature", 1.0},
+                          {"seed", 3},
+                          {"judge", "kl"},
+                          {"judge_threshold", 0.5}};
     const HttpReply streamed = stream(port(), "/v1/completions", request, [&](const std::string&) {
         if (during.is_null()) during = get("/slots").parsed();
     });
@@ -789,7 +828,8 @@ TEST_F(ServerTest, SlotsShowWhatEachSlotDecodes) {
 TEST_F(ServerTest, PromptCacheReusesTheLongestSharedPrefix) {
     ASSERT_TRUE(wait_idle());
     const auto completion = [&](const std::string& prompt, bool cache) {
-        const HttpReply reply = post("/v1/completions", json{{"prompt", prompt}, {"max_tokens", 24}, {"cache_prompt", cache}});
+        const HttpReply reply =
+            post("/v1/completions", json{{"prompt", prompt}, {"max_tokens", 24}, {"cache_prompt", cache}});
         EXPECT_EQ(reply.status, 200) << reply.body;
         return reply.parsed();
     };
@@ -852,15 +892,22 @@ TEST(ServerAuth, EveryPathButHealthNeedsAKey) {
         return std::stod(text.substr(text.find(name) + name.size()));
     };
     const double errors_before = errors();
-    const std::vector<std::pair<std::string, std::string>> paths = {
-        {"GET", "/"}, {"GET", "/v1/models"}, {"GET", "/props"}, {"GET", "/slots"}, {"GET", "/metrics"},
-        {"POST", "/tokenize"}, {"POST", "/detokenize"}, {"POST", "/v1/completions"}, {"POST", "/v1/chat/completions"},
-        {"GET", "/no/such/path"}};
+    const std::vector<std::pair<std::string, std::string>> paths = {{"GET", "/"},
+                                                                    {"GET", "/v1/models"},
+                                                                    {"GET", "/props"},
+                                                                    {"GET", "/slots"},
+                                                                    {"GET", "/metrics"},
+                                                                    {"POST", "/tokenize"},
+                                                                    {"POST", "/detokenize"},
+                                                                    {"POST", "/v1/completions"},
+                                                                    {"POST", "/v1/chat/completions"},
+                                                                    {"GET", "/no/such/path"}};
     int refused = 0;
     for (const auto& [method, path] : paths) {
-        for (const httplib::Headers& wrong : {httplib::Headers{}, httplib::Headers{{"Authorization", "Bearer sk-alphA"}},
-                                              httplib::Headers{{"Authorization", "sk-alpha"}},
-                                              httplib::Headers{{"Authorization", "Bearer sk-alpha-"}}}) {
+        for (const httplib::Headers& wrong :
+             {httplib::Headers{}, httplib::Headers{{"Authorization", "Bearer sk-alphA"}},
+              httplib::Headers{{"Authorization", "sk-alpha"}},
+              httplib::Headers{{"Authorization", "Bearer sk-alpha-"}}}) {
             const HttpReply reply = call(server.port, method, path, "{}", wrong);
             ++refused;
             EXPECT_EQ(reply.status, 401) << method << " " << path << ": " << reply.body;
@@ -876,9 +923,9 @@ TEST(ServerAuth, EveryPathButHealthNeedsAKey) {
     EXPECT_EQ(call(server.port, "GET", "/health").status, 200);
     EXPECT_EQ(call(server.port, "GET", "/v1/models", "", right).status, 200);
     EXPECT_EQ(call(server.port, "GET", "/no/such/path", "", right).status, 404);
-    const HttpReply completion = call(server.port, "POST", "/v1/completions",
-                                      json{{"prompt", "Once upon a time"}, {"max_tokens", 4}}.dump(),
-                                      {{"Authorization", "Bearer sk-alpha"}});
+    const HttpReply completion =
+        call(server.port, "POST", "/v1/completions", json{{"prompt", "Once upon a time"}, {"max_tokens", 4}}.dump(),
+             {{"Authorization", "Bearer sk-alpha"}});
     EXPECT_EQ(completion.status, 200) << completion.body;
 }
 
@@ -894,9 +941,11 @@ HttpReply health_once_not_ok(int port) {
 // starts a drain and sends more requests.
 struct DrainTest : ::testing::Test {
     TestServer server{test::kDefaultTarget, test::kDefaultDraft};
-    const json request = {{"prompt", "Q: Ella has 38 big cookies and 50 small cookies. She sells 46. She gives 3 away. "
-                                     "How many cookies does Ella have?\nA:"},
-                          {"max_tokens", 200}, {"draft_policy", "off"}};
+    const json request = {{"prompt",
+                           "Q: Ella has 38 big cookies and 50 small cookies. She sells 46. She gives 3 away. "
+                           "How many cookies does Ella have?\nA:"},
+                          {"max_tokens", 200},
+                          {"draft_policy", "off"}};
     json streamed_request() const {
         json streamed = request;
         streamed["stream"] = true;
@@ -944,8 +993,11 @@ TEST_F(DrainTest, OpenStreamFinishesWhileNewRequestsGet503) {
     const HttpReply health = health_once_not_ok(server.port);
     EXPECT_EQ(health.status, 503);
     EXPECT_EQ(health.parsed().at("status"), "draining");
-    for (const auto& [method, path] : {std::pair{"POST", "/v1/completions"}, {"POST", "/v1/chat/completions"},
-                                       {"GET", "/v1/models"}, {"POST", "/tokenize"}, {"GET", "/metrics"}}) {
+    for (const auto& [method, path] : {std::pair{"POST", "/v1/completions"},
+                                       {"POST", "/v1/chat/completions"},
+                                       {"GET", "/v1/models"},
+                                       {"POST", "/tokenize"},
+                                       {"GET", "/metrics"}}) {
         const HttpReply refused = call(server.port, method, path, request.dump());
         EXPECT_EQ(refused.status, 503) << path << ": " << refused.body;
         const auto retry_after = refused.headers.find("Retry-After");
@@ -985,7 +1037,8 @@ TEST_F(DrainTest, TimeoutCancelsOpenStreams) {
     EXPECT_FALSE(server.server.drain(std::chrono::seconds(0), [&](const std::string& line) { log.push_back(line); }));
     ASSERT_EQ(log.size(), 2u);
     EXPECT_EQ(log[0], "drain started: new requests get 503; waiting up to 0 s for 1 request(s) in flight");
-    EXPECT_TRUE(log[1].starts_with("drain ended: 1 request(s) still running after 0 s were cancelled, all answered after "))
+    EXPECT_TRUE(
+        log[1].starts_with("drain ended: 1 request(s) still running after 0 s were cancelled, all answered after "))
         << log[1];
     const HttpReply streamed = open.get();
     ASSERT_EQ(streamed.status, 200) << streamed.body;
@@ -1033,13 +1086,15 @@ TEST_F(ServerTest, PageColoursTokensInHeadlessChromium) {
         GTEST_SKIP() << "chromium is not installed (scripts/setup-deps.sh installs it): the page was not rendered";
 
     const std::string prompt = "One day, a little girl named Lily";
-    const json knobs = {{"judge", "kl"}, {"judge_threshold", 0.5}, {"confidence_mask", 1}, {"draft_max", 8}, {"max_tokens", 96}};
+    const json knobs = {
+        {"judge", "kl"}, {"judge_threshold", 0.5}, {"confidence_mask", 1}, {"draft_max", 8}, {"max_tokens", 96}};
     const std::string url = "http://127.0.0.1:" + std::to_string(port()) +
                             "/?prompt=One%20day%2C%20a%20little%20girl%20named%20Lily&judge=kl&judge_threshold=0.5"
                             "&confidence_mask=1&draft_max=8&max_tokens=96&run=1";
     // Virtual time waits for the page's streaming request to end before the DOM is dumped.
-    const std::string chromium = "(chromium --headless --no-sandbox --disable-gpu --hide-scrollbars "
-                                 "--virtual-time-budget=60000 --window-size=1000,620 ";
+    const std::string chromium =
+        "(chromium --headless --no-sandbox --disable-gpu --hide-scrollbars "
+        "--virtual-time-budget=60000 --window-size=1000,620 ";
     const test::CommandResult dom = test::run_command(chromium + "--dump-dom '" + url + "' 2>/dev/null)");
     ASSERT_EQ(dom.exit_code, 0) << dom.errors;
 
@@ -1055,21 +1110,26 @@ TEST_F(ServerTest, PageColoursTokensInHeadlessChromium) {
     const std::string output = dom.output.substr(output_at, dom.output.rfind("</div>", summary_at) - output_at);
     EXPECT_EQ(html_text(output), prompt + expected.at("choices").at(0).at("text").get<std::string>());
     for (const char* kind : {"draft", "relaxed", "target"})
-        EXPECT_GT(count(output, std::string("class=\"tok ") + kind + "\""), 0u) << kind << " tokens missing:\n" << output;
-    EXPECT_EQ(count(output, R"(class="tok relaxed" title="draft token the target disagreed with, kept by the judge: statistic )"),
-              count(output, R"(class="tok relaxed")"));
+        EXPECT_GT(count(output, std::string("class=\"tok ") + kind + "\""), 0u) << kind << " tokens missing:\n"
+                                                                                << output;
+    EXPECT_EQ(
+        count(output,
+              R"(class="tok relaxed" title="draft token the target disagreed with, kept by the judge: statistic )"),
+        count(output, R"(class="tok relaxed")"));
 
     const std::string summary = dom.output.substr(summary_at, dom.output.find("</div>", summary_at) - summary_at);
     const json& spec = expected.at("speculative");
     ASSERT_GT(spec.at("relaxed").get<int>(), 0);
-    EXPECT_NE(summary.find("MAT " + fmt::format("{:.2f}", spec.at("mat").get<double>()) +
-                           " · relaxed " + std::to_string(spec.at("relaxed").get<int>()) + " · "), std::string::npos)
+    EXPECT_NE(summary.find("MAT " + fmt::format("{:.2f}", spec.at("mat").get<double>()) + " · relaxed " +
+                           std::to_string(spec.at("relaxed").get<int>()) + " · "),
+              std::string::npos)
         << summary;
     EXPECT_NE(dom.output.find(R"(<b id="count-relaxed">)" + std::to_string(spec.at("relaxed").get<int>()) + "</b>"),
               std::string::npos);
 
     const std::string png = test::temp_path("serve-page.png");
-    const test::CommandResult shot = test::run_command(chromium + "--screenshot=" + png + " '" + url + "' 2>/dev/null)");
+    const test::CommandResult shot =
+        test::run_command(chromium + "--screenshot=" + png + " '" + url + "' 2>/dev/null)");
     ASSERT_EQ(shot.exit_code, 0) << shot.errors;
     std::ifstream in(png, std::ios::binary);
     const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -1087,10 +1147,12 @@ TEST_F(ServerTest, PageColoursTokensInHeadlessChromium) {
 // A model without a chat template gets ChatML, as from llama-server.
 TEST_F(ServerTest, ChatWithoutATemplateIsChatml) {
     EXPECT_EQ(server_->server.chat_template().origin(), "chatml (the model has none)");
-    const HttpReply chat = post("/v1/chat/completions", json{{"messages", json::array({json{{"role", "user"}, {"content", "Hi"}}})},
-                                                            {"max_tokens", 16}});
+    const HttpReply chat =
+        post("/v1/chat/completions",
+             json{{"messages", json::array({json{{"role", "user"}, {"content", "Hi"}}})}, {"max_tokens", 16}});
     const HttpReply completion =
-        post("/v1/completions", json{{"prompt", "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"}, {"max_tokens", 16}});
+        post("/v1/completions",
+             json{{"prompt", "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"}, {"max_tokens", 16}});
     ASSERT_EQ(chat.status, 200) << chat.body;
     ASSERT_EQ(completion.status, 200) << completion.body;
     EXPECT_EQ(chat.parsed().at("choices").at(0).at("message").at("content"),
@@ -1105,9 +1167,10 @@ TEST_F(ChatServerTest, ChatCompletionIsTheCompletionOfTheTemplatedPrompt) {
                                        json{{"role", "user"}, {"content", "Tell me a story."}}});
     const HttpReply chat = post("/v1/chat/completions", json{{"messages", messages}, {"max_tokens", 32}});
     ASSERT_EQ(chat.status, 200) << chat.body;
-    const HttpReply completion = post("/v1/completions", json{{"prompt", "<|im_start|>system\nYou tell stories.<|im_end|>\n"
-                                                                          "<|im_start|>user\nTell me a story.<|im_end|>\n"
-                                                                          "<|im_start|>assistant\n"},
+    const HttpReply completion = post("/v1/completions", json{{"prompt",
+                                                               "<|im_start|>system\nYou tell stories.<|im_end|>\n"
+                                                               "<|im_start|>user\nTell me a story.<|im_end|>\n"
+                                                               "<|im_start|>assistant\n"},
                                                               {"max_tokens", 32}});
     ASSERT_EQ(completion.status, 200) << completion.body;
     const json out = chat.parsed();
@@ -1121,7 +1184,8 @@ TEST_F(ChatServerTest, ChatCompletionIsTheCompletionOfTheTemplatedPrompt) {
     EXPECT_EQ(choice.at("finish_reason"), expected.at("choices").at(0).at("finish_reason"));
     EXPECT_EQ(out.at("usage"), expected.at("usage"));
 
-    const HttpReply streamed = post("/v1/chat/completions", json{{"messages", messages}, {"max_tokens", 32}, {"stream", true}});
+    const HttpReply streamed =
+        post("/v1/chat/completions", json{{"messages", messages}, {"max_tokens", 32}, {"stream", true}});
     ASSERT_EQ(streamed.status, 200) << streamed.body;
     const std::vector<std::string> events = sse_events(streamed.body);
     ASSERT_GE(events.size(), 3u) << streamed.body;
@@ -1158,7 +1222,8 @@ TEST_F(ChatServerTest, OfficialOpenAiNodeClient) {
 
     const HttpReply completion = post("/v1/completions", json{{"prompt", "Once upon a time"}, {"max_tokens", 32}});
     const json messages = json::array({json{{"role", "user"}, {"content", "Tell me a story."}}});
-    const HttpReply chat = post("/v1/chat/completions", json{{"messages", messages}, {"max_tokens", 32}, {"logprobs", true}});
+    const HttpReply chat =
+        post("/v1/chat/completions", json{{"messages", messages}, {"max_tokens", 32}, {"logprobs", true}});
     ASSERT_EQ(completion.status, 200) << completion.body;
     ASSERT_EQ(chat.status, 200) << chat.body;
     const json expected_completion = completion.parsed().at("choices").at(0);
@@ -1185,7 +1250,7 @@ TEST_F(ChatServerTest, OfficialOpenAiNodeClient) {
 // `klspec serve ARGS` spawned with its stdout on a pipe, read until it says where it listens.
 struct ServeProcess {
     pid_t pid = 0;
-    int port = -1;  // -1: it did not start
+    int port = -1;          // -1: it did not start
     std::string listening;  // its first line
     FILE* output = nullptr;
 
@@ -1233,7 +1298,8 @@ TEST(ServeCommand, ListensAnswersAndStopsOnSigterm) {
     ASSERT_GT(serve.port, 0) << serve.listening;
     EXPECT_NE(serve.listening.find("judge kl"), std::string::npos) << serve.listening;
 
-    const HttpReply reply = call(serve.port, "POST", "/v1/completions", R"({"prompt": "Once upon a time", "max_tokens": 16})");
+    const HttpReply reply =
+        call(serve.port, "POST", "/v1/completions", R"({"prompt": "Once upon a time", "max_tokens": 16})");
     EXPECT_EQ(reply.status, 200) << reply.body;
     EXPECT_EQ(json::parse(reply.body).at("speculative").at("judge"), "kl");  // the server's default rule
 
@@ -1250,12 +1316,15 @@ TEST(ServeCommand, SigtermLetsAnOpenStreamEndThenExitsZero) {
     ServeProcess serve({"-m", test::kDefaultTarget, "-md", test::kDefaultDraft, "-c", "512", "-np", "2",
                         "--api-key-file", keys, "--api-key", "sk-flag", "--drain-timeout", "20"});
     ASSERT_GT(serve.port, 0) << serve.listening;
-    const json request = {{"prompt", "Q: Ella has 38 big cookies and 50 small cookies. She sells 46. She gives 3 away. "
-                                     "How many cookies does Ella have?\nA:"},
-                          {"max_tokens", 200}, {"draft_policy", "off"}};
+    const json request = {{"prompt",
+                           "Q: Ella has 38 big cookies and 50 small cookies. She sells 46. She gives 3 away. "
+                           "How many cookies does Ella have?\nA:"},
+                          {"max_tokens", 200},
+                          {"draft_policy", "off"}};
     EXPECT_EQ(call(serve.port, "POST", "/v1/completions", request.dump()).status, 401);
     for (const char* key : {"sk-file-one", "sk-flag"})
-        EXPECT_EQ(call(serve.port, "GET", "/v1/models", "", {{"Authorization", std::string("Bearer ") + key}}).status, 200)
+        EXPECT_EQ(call(serve.port, "GET", "/v1/models", "", {{"Authorization", std::string("Bearer ") + key}}).status,
+                  200)
             << key;
     const httplib::Headers auth = {{"Authorization", "Bearer sk-file-two"}};
     const HttpReply whole = call(serve.port, "POST", "/v1/completions", request.dump(), auth);
@@ -1266,10 +1335,13 @@ TEST(ServeCommand, SigtermLetsAnOpenStreamEndThenExitsZero) {
     std::atomic<bool> ended = false;
     std::future<HttpReply> open = std::async(std::launch::async, [&] {
         bool first = true;
-        return stream(serve.port, "/v1/completions", streamed_request, [&](const std::string& received) {
-            if (std::exchange(first, false)) kill(serve.pid, SIGTERM);
-            if (received.find("data: [DONE]") != std::string::npos) ended = true;
-        }, auth);
+        return stream(
+            serve.port, "/v1/completions", streamed_request,
+            [&](const std::string& received) {
+                if (std::exchange(first, false)) kill(serve.pid, SIGTERM);
+                if (received.find("data: [DONE]") != std::string::npos) ended = true;
+            },
+            auth);
     });
     const HttpReply health = health_once_not_ok(serve.port);  // the stop watcher looks every 100 ms
     EXPECT_EQ(health.status, 503) << health.body;
@@ -1283,7 +1355,8 @@ TEST(ServeCommand, SigtermLetsAnOpenStreamEndThenExitsZero) {
     ASSERT_FALSE(events.empty());
     EXPECT_EQ(events.back(), "[DONE]");
     std::string text;
-    for (size_t i = 0; i + 1 < events.size(); ++i) text += json::parse(events[i]).at("choices").at(0).at("text").get<std::string>();
+    for (size_t i = 0; i + 1 < events.size(); ++i)
+        text += json::parse(events[i]).at("choices").at(0).at("text").get<std::string>();
     EXPECT_EQ(text, whole.parsed().at("choices").at(0).at("text").get<std::string>());
     EXPECT_EQ(serve.wait_exit_status(), 0);
 }
@@ -1313,8 +1386,9 @@ TEST(ServeCommand, BadApiKeysAreAOneLineError) {
 TEST(ServeCommand, APortInUseIsAOneLineError) {
     ServeProcess first({"-m", test::kTargetModel, "-md", test::kDraftQ4, "-c", "256"});
     ASSERT_GT(first.port, 0) << first.listening;
-    const test::CommandResult second = test::run_command(fmt::format(
-        "timeout 60 {} serve -m {} -md {} -c 256 -t 1 --port {}", test::kCli, test::kTargetModel, test::kDraftQ4, first.port));
+    const test::CommandResult second =
+        test::run_command(fmt::format("timeout 60 {} serve -m {} -md {} -c 256 -t 1 --port {}", test::kCli,
+                                      test::kTargetModel, test::kDraftQ4, first.port));
     EXPECT_EQ(second.exit_code, 1) << second.output << second.errors;
     EXPECT_NE(second.errors.find(fmt::format("cannot listen on 127.0.0.1:{}", first.port)), std::string::npos)
         << second.errors;
@@ -1331,7 +1405,9 @@ TEST(ServeCommand, DecodesWithOneOpenMpTeam) {
         ServeProcess serve({"-m", test::kDraftQ8, "-md", test::kDraftQ4, "-c", "256", "-t", threads});
         EXPECT_GT(serve.port, 0) << serve.listening;
         if (serve.port <= 0) return -1;
-        EXPECT_EQ(call(serve.port, "POST", "/v1/completions", R"({"prompt": "Once upon a time", "max_tokens": 8})").status, 200);
+        EXPECT_EQ(
+            call(serve.port, "POST", "/v1/completions", R"({"prompt": "Once upon a time", "max_tokens": 8})").status,
+            200);
         const auto tasks = std::filesystem::directory_iterator(fmt::format("/proc/{}/task", serve.pid));
         return static_cast<int>(std::distance(std::filesystem::begin(tasks), std::filesystem::end(tasks)));
     };

@@ -61,10 +61,11 @@ AutoJudge::AutoJudge(AutoJudgeHead head, double threshold) : head_(std::move(hea
 JudgeDecision AutoJudge::decide(const DraftPosition& position) const {
     if (position.draft_hidden.size() != head_.draft_hidden_size ||
         position.target_hidden.size() != head_.target_hidden_size)
-        throw Error(fmt::format("the AutoJudge head expects hidden sizes {} (draft) and {} (target), the models "
-                                "give {} and {}",
-                                head_.draft_hidden_size, head_.target_hidden_size, position.draft_hidden.size(),
-                                position.target_hidden.size()));
+        throw Error(
+            fmt::format("the AutoJudge head expects hidden sizes {} (draft) and {} (target), the models "
+                        "give {} and {}",
+                        head_.draft_hidden_size, head_.target_hidden_size, position.draft_hidden.size(),
+                        position.target_hidden.size()));
     double z = head_.bias;
     const auto add_features = [&](std::span<const float> hidden, size_t offset) {
         for (size_t j = 0; j < hidden.size(); ++j)

@@ -11,9 +11,12 @@ namespace klspec {
 
 std::string_view divergence_name(Divergence divergence) {
     switch (divergence) {
-        case Divergence::ForwardKl: return "kl";
-        case Divergence::ReverseKl: return "reverse-kl";
-        case Divergence::JensenShannon: return "js";
+        case Divergence::ForwardKl:
+            return "kl";
+        case Divergence::ReverseKl:
+            return "reverse-kl";
+        case Divergence::JensenShannon:
+            return "js";
     }
     return "?";
 }
@@ -31,9 +34,15 @@ Divergence parse_divergence(const std::string& name) {
 JudgeDecision FsdJudge::decide(const DraftPosition& position) const {
     double divergence = 0;
     switch (divergence_) {
-        case Divergence::ForwardKl: divergence = kl_stats(position.target_logits, position.draft_logits).kl; break;
-        case Divergence::ReverseKl: divergence = kl_stats(position.draft_logits, position.target_logits).kl; break;
-        case Divergence::JensenShannon: divergence = js_divergence(position.target_logits, position.draft_logits); break;
+        case Divergence::ForwardKl:
+            divergence = kl_stats(position.target_logits, position.draft_logits).kl;
+            break;
+        case Divergence::ReverseKl:
+            divergence = kl_stats(position.draft_logits, position.target_logits).kl;
+            break;
+        case Divergence::JensenShannon:
+            divergence = js_divergence(position.target_logits, position.draft_logits);
+            break;
     }
     return {divergence < threshold_, divergence};
 }
