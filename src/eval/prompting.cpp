@@ -118,9 +118,9 @@ Convention convention_of(const std::string& dataset, const std::string& family) 
                 false,
                 "\\boxed{"};
     if (dataset == "humaneval")  // plain: the prompt is continued as code; Codex's stop sequences end the function
-        return {"", "", "", 0, {"\nclass ", "\ndef ", "\n#", "\nif __name__", "\nprint("}, true};
+        return {"", "", "", 0, {"\nclass ", "\ndef ", "\n#", "\nif __name__", "\nprint("}, true, ""};
     if (dataset == "mbpp-plus")  // the prompt holds EvalPlus's instruction already
-        return {"", "", "", 0, {}, true};
+        return {"", "", "", 0, {}, true, ""};
     return {};  // livecodebench prompts hold their instructions; JSONL files are used as written
 }
 

@@ -86,7 +86,7 @@ TEST_F(DraftPolicyTest, AFreshDecodersFirstProbeIsPaidFromTheAnswersBudget) {
     // The default pair's step costs at -t 1 on an AVX-512 EPYC, where a batch of 2 costs 2.6 times one token:
     // at the decoder's prior acceptance no γ pays, and a γ-4 probe costs 2.4 target-only steps.
     BatchCostCurve verify;
-    for (const auto [size, ms] : std::vector<std::pair<int32_t, double>>{
+    for (const auto& [size, ms] : std::vector<std::pair<int32_t, double>>{
              {1, 4.6}, {2, 12.0}, {4, 13.2}, {5, 14.7}, {8, 17.5}, {9, 18.6}, {16, 25.0}, {17, 26.0}}) {
         verify.record(size, ms * 1e-3);
         verify.record(size, ms * 1e-3);

@@ -112,8 +112,8 @@ TEST_P(RepackedKernels, ComputeThePlainProductUpToRounding) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, RepackedKernels, ::testing::Values(GGML_TYPE_Q4_K, GGML_TYPE_Q4_0),
-                         [](const ::testing::TestParamInfo<ggml_type>& info) {
-                             return std::string(ggml_type_name(info.param));
+                         [](const ::testing::TestParamInfo<ggml_type>& type) {
+                             return std::string(ggml_type_name(type.param));
                          });
 
 }  // namespace
