@@ -20,11 +20,11 @@ import gzip
 import json
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))  # bench/lib: bench_common, llama_bench_lib
-from bench_common import DEFAULT_KLSPEC, ROOT, checkout_commit, cpu_header, fetch_real_model, run  # noqa: E402
+from bench_common import (DEFAULT_KLSPEC, ROOT, checkout_commit, cpu_header, fetch_real_model,  # noqa: E402
+                          klspec_generate)
 from llama_bench_lib import default_llama_install, llama_bench  # noqa: E402
 
 KLSPEC_CACHE_FLAGS = ["-fa", "1", "-ctv", "bf16"]
@@ -36,9 +36,8 @@ def humaneval_prompt(data_dir, problems):
     return "".join(rows[i]["prompt"] for i in problems)
 
 
-def klspec_round(args, prompt_file):
-    stats = json.loads(run([args.klspec, "generate", "-m", args.model, "-f", prompt_file, "-n", args.n,
-                            "-t", args.threads, "--json"]).stdout)["stats"]
+def klspec_round(args, prompt):
+    stats = klspec_generate(args.klspec, args.model, prompt, ["-n", args.n, "-t", args.threads])["stats"]
     return {"pp": stats["prompt_tokens_per_second"], "tg": stats["tokens_per_second"],
             "prompt_tokens": stats["prompt_tokens"], "emitted": stats["emitted"]}
 
@@ -67,21 +66,18 @@ def main():
     binary = default_llama_install() / "bin" / "llama-bench"
     problems = [int(p) for p in args.problems.split(",")]
     settings = {"klspec generate": None, "llama-bench": [], "llama-bench -fa 1 -ctv bf16": KLSPEC_CACHE_FLAGS}
-    rounds, prompt_tokens = [], None
-    with tempfile.NamedTemporaryFile("w", suffix=".txt") as prompt_file:
-        prompt_file.write(humaneval_prompt(args.data_dir, problems))
-        prompt_file.flush()
-        for r in range(args.rounds):
-            if prompt_tokens is None:  # llama-bench's prompt length: the prompt as klspec tokenizes it
-                prompt_tokens = klspec_round(args, prompt_file.name)["prompt_tokens"]
-            row = {}
-            for name in (list(settings) if r % 2 == 0 else list(settings)[::-1]):  # odd rounds in reverse order
-                extra = settings[name]
-                row[name] = (klspec_round(args, prompt_file.name) if extra is None
-                             else llama_bench_round(args, binary, prompt_tokens, extra))
-            rounds.append({name: row[name] for name in settings})
-            print(f"round {r + 1}/{args.rounds}: " + ", ".join(
-                f"{name} pp {v['pp']:.2f} tg {v['tg']:.2f}" for name, v in row.items()), file=sys.stderr)
+    prompt = humaneval_prompt(args.data_dir, problems)
+    prompt_tokens = klspec_round(args, prompt)["prompt_tokens"]  # llama-bench's prompt length, as klspec tokenizes it
+    rounds = []
+    for r in range(args.rounds):
+        row = {}
+        for name in (list(settings) if r % 2 == 0 else list(settings)[::-1]):  # odd rounds in reverse order
+            extra = settings[name]
+            row[name] = (klspec_round(args, prompt) if extra is None
+                         else llama_bench_round(args, binary, prompt_tokens, extra))
+        rounds.append({name: row[name] for name in settings})
+        print(f"round {r + 1}/{args.rounds}: " + ", ".join(
+            f"{name} pp {v['pp']:.2f} tg {v['tg']:.2f}" for name, v in row.items()), file=sys.stderr)
     median = {name: {k: statistics.median(row[name][k] for row in rounds) for k in ("pp", "tg")} for name in settings}
     ratios = {ref: {k: statistics.median(row["klspec generate"][k] / row[ref][k] for row in rounds) for k in ("pp", "tg")}
               for ref in settings if ref != "klspec generate"}
@@ -89,9 +85,8 @@ def main():
         print(json.dumps({"cpu": cpu_header(), "klspec_commit": checkout_commit(), "rounds": rounds,
                           "median": median, "klspec_over": ratios}, indent=1))
         return
-    first = rounds[0]["klspec generate"]
     print("\n".join(cpu_header()))
-    print(f"\nklspec {checkout_commit()}; {args.model}; -t {args.threads}; prompt {first['prompt_tokens']} tokens "
+    print(f"\nklspec {checkout_commit()}; {args.model}; -t {args.threads}; prompt {prompt_tokens} tokens "
           f"(HumanEval {args.problems}), decode {args.n}; {args.rounds} interleaved rounds, medians\n")
     print("| run | prompt tok/s | decode tok/s | klspec's pp × | klspec's tg × |")
     print("|---|---:|---:|---:|---:|")

@@ -27,6 +27,16 @@ double probability_threshold_of(const JudgeOptions& options) {
     return *options.threshold;
 }
 
+// What `read` returns, its klspec::Error (a file or name it could not read) refused as the given field's.
+template <class Read>
+auto read_field(JudgeField field, Read read) {
+    try {
+        return read();
+    } catch (const Error& e) {
+        throw JudgeOptionError(field, e.what());
+    }
+}
+
 const std::array kRules{
     JudgeRule{.name = VanillaJudge::kName,
               .summary = "lossless speculative decoding (no relaxation)",
@@ -91,8 +101,10 @@ const std::array kRules{
               .divergence = Knob::Optional,
               .needs_draft_model = true,
               .make = [](const JudgeOptions& o) -> std::unique_ptr<Judge> {
-                  return std::make_unique<FsdJudge>(
-                      threshold_of(o), o.divergence ? parse_divergence(*o.divergence) : FsdJudge::kDefaultDivergence);
+                  const Divergence divergence =
+                      o.divergence ? read_field(JudgeField::Divergence, [&] { return parse_divergence(*o.divergence); })
+                                   : FsdJudge::kDefaultDivergence;
+                  return std::make_unique<FsdJudge>(threshold_of(o), divergence);
               }},
     JudgeRule{.name = AutoJudge::kName,
               .summary = "accept when a trained head on hidden states scores < threshold",
@@ -100,13 +112,7 @@ const std::array kRules{
               .head = Knob::Required,
               .needs_draft_model = true,
               .make = [](const JudgeOptions& o) -> std::unique_ptr<Judge> {
-                  AutoJudgeHead head = [&] {
-                      try {
-                          return AutoJudgeHead::load(o.head_path);
-                      } catch (const Error& e) {
-                          throw JudgeOptionError(JudgeField::Head, e.what());
-                      }
-                  }();
+                  AutoJudgeHead head = read_field(JudgeField::Head, [&] { return AutoJudgeHead::load(o.head_path); });
                   const double tau = o.threshold.value_or(head.threshold);
                   if (!(tau >= 0 && tau <= 1))
                       throw JudgeOptionError(
@@ -172,13 +178,6 @@ std::unique_ptr<Judge> make_judge(const JudgeOptions& options) {
     if (options.topk && *options.topk < 1)
         throw JudgeOptionError(JudgeField::TopK,
                                fmt::format("judge {}: K must be >= 1, got {}", options.rule, *options.topk));
-    if (options.divergence) {
-        try {
-            parse_divergence(*options.divergence);
-        } catch (const Error& e) {
-            throw JudgeOptionError(JudgeField::Divergence, e.what());
-        }
-    }
     return rule.make(options);
 }
 

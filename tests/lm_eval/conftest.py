@@ -9,10 +9,11 @@ import pytest
 SOURCE_DIR = pathlib.Path(os.environ.get("KLSPEC_SOURCE_DIR", pathlib.Path(__file__).resolve().parents[2]))
 CLI = os.environ.get("KLSPEC_CLI", str(SOURCE_DIR / "build/klspec"))
 TARGET = str(SOURCE_DIR / "models/testbed-target.gguf")
-# The server's defaults, which `klspec bench` is given too: a fixed γ makes KL's output reproducible. One thread:
-# the harness's own work leaves a second core idle half the time, so the test runs beside the others, not alone.
-DECODING = ["-t", "1", "--draft-max", "4", "--draft-policy", "fixed"]
-THREADS = 1  # the module's Engine, for the same reason
+# One thread for the server, `klspec bench` and the module's Engine: the harness's own work leaves a second core idle
+# half the time, so the test runs beside the others, not alone.
+THREADS = 1
+# The server's defaults, which `klspec bench` is given too: a fixed γ makes KL's output reproducible.
+DECODING = ["-t", str(THREADS), "--draft-max", "4", "--draft-policy", "fixed"]
 
 
 @pytest.fixture(scope="session")
