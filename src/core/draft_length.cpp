@@ -271,6 +271,21 @@ DraftChoice choose_draft_lengths(const BatchCostCurve& verify, const BatchCostCu
     return best;
 }
 
+bool drafting_could_pay(const BatchCostCurve& verify, const BatchCostCurve& draft,
+                        std::span<const DraftCandidate> candidates, const DraftChoice& chosen, size_t s) {
+    std::vector<DraftCandidate> ideal(candidates.begin(), candidates.end());
+    ideal[s].acceptance.assign(static_cast<size_t>(std::max(ideal[s].max_length, 1)), 1.0);
+    ideal[s].catch_up_seconds = 0;
+    std::vector<int32_t> lengths = chosen.lengths;
+    for (int32_t g = std::max(ideal[s].min_length, 1); g <= ideal[s].max_length; ++g) {
+        lengths[s] = g;
+        if (evaluate_draft_lengths(verify, draft, ideal, lengths).tokens_per_second() >=
+            chosen.tokens_per_second() * (1.0 - 1e-9))
+            return true;
+    }
+    return false;
+}
+
 bool TargetOnlyRetime::due(const DraftChoice& chosen, const DraftChoice& target_only) {
     const bool drafts = std::any_of(chosen.lengths.begin(), chosen.lengths.end(), [](int32_t g) { return g > 0; });
     if (!drafts) {  // the choice stepped aside: the size is being timed
@@ -285,7 +300,8 @@ bool TargetOnlyRetime::due(const DraftChoice& chosen, const DraftChoice& target_
     return true;
 }
 
-int32_t DraftProbe::adjust(int32_t chosen, int32_t max_length, double probe_cost, double tokens_left) {
+int32_t DraftProbe::adjust(int32_t chosen, int32_t max_length, double probe_cost, double tokens_left,
+                           bool could_pay) {
     probing_ = false;
     if (max_length <= 0) return chosen;
     if (chosen > 0) {
@@ -297,7 +313,7 @@ int32_t DraftProbe::adjust(int32_t chosen, int32_t max_length, double probe_cost
     const double cost = std::max(probe_cost, 0.0);
     const bool up_front = paid_up_front_ + cost <= kMaxShare * tokens_left;
     const double priced_interval = up_front ? 0.0 : std::ceil(cost / kMaxShare);
-    if (++idle_steps_ < std::max(double(interval_), priced_interval)) return 0;
+    if (++idle_steps_ < std::max(double(interval_), priced_interval) || !could_pay) return 0;
     idle_steps_ = 0;
     interval_ = std::min(2 * interval_, kMaxInterval);
     probing_ = true;

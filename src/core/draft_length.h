@@ -218,6 +218,14 @@ DraftChoice evaluate_draft_lengths(const BatchCostCurve& verify, const BatchCost
 DraftChoice choose_draft_lengths(const BatchCostCurve& verify, const BatchCostCurve& draft,
                                  std::span<const DraftCandidate> candidates);
 
+// Whether candidate `s`, target-only in `chosen`, could lift the step's rate by drafting were every draft kept and
+// the draft caught up: the most a probe could find. Where even that does not pay, a probe measures an acceptance
+// that cannot change the choice (the real pair at -np 4 on 2 cores: a batch of 8 rows costs 1.9x one of 4, so one
+// sequence drafting 4 kept tokens makes 8 tokens in 425 ms against 4 in 163). A tie counts as paying: the probe
+// re-times the sizes at the break-even edge.
+bool drafting_could_pay(const BatchCostCurve& verify, const BatchCostCurve& draft,
+                        std::span<const DraftCandidate> candidates, const DraftChoice& chosen, size_t s);
+
 // The price of a target-only step is the batch of one token per sequence, a size a speculating decoder never
 // sends: while the choice drafts, that price stays what it was when drafting began. A high timing then keeps the
 // choice drafting where speculation barely pays: a first timing at calibration (55-65 ms against 38 ms measured
@@ -262,8 +270,10 @@ public:
 
     // Given the cost model's γ for this step, the γ to use (the probe's length when one is due).
     // `probe_cost`: a probe's extra time, in target-only steps (0: free); `tokens_left`: what the sequence may
-    // still decode (the budget of the probes paid up front).
-    int32_t adjust(int32_t chosen, int32_t max_length, double probe_cost = 0.0, double tokens_left = 0.0);
+    // still decode (the budget of the probes paid up front); `could_pay`: drafting_could_pay (no probe is sent
+    // while it is false; the steps still count, so one comes as soon as it is due and could pay).
+    int32_t adjust(int32_t chosen, int32_t max_length, double probe_cost = 0.0, double tokens_left = 0.0,
+                   bool could_pay = true);
     bool probing() const { return probing_; }
 
 private:

@@ -125,9 +125,12 @@ void SpeculativeDecoder::choose_draft_lengths_for(std::span<Sequence* const> act
     for (size_t s = 0; s < active.size(); ++s) {
         if (candidates[s].min_length == candidates[s].max_length) continue;
         const Sequence& seq = *active[s];
-        const double probe_cost = choice.lengths[s] == 0 ? probe_cost_in_steps(candidates[s]) : 0.0;
+        const bool idle = choice.lengths[s] == 0;
+        const double probe_cost = idle ? probe_cost_in_steps(candidates[s]) : 0.0;
+        const bool could_pay = idle && drafting_could_pay(verify_costs_, draft_costs_, candidates, choice, s);
         const int64_t tokens_left = seq.options_.max_tokens - to_int(seq.result_.tokens.size());
-        active[s]->gamma_ = probe_.adjust(choice.lengths[s], candidates[s].max_length, probe_cost, double(tokens_left));
+        active[s]->gamma_ =
+            probe_.adjust(choice.lengths[s], candidates[s].max_length, probe_cost, double(tokens_left), could_pay);
     }
 }
 

@@ -398,6 +398,39 @@ TEST(DraftProbe, AChoiceFlippingBetweenZeroAndOneProbesOnce) {
     EXPECT_EQ(probe.adjust(0, 16), DraftProbe::kProbeLength);  // a real idle spell still probes
 }
 
+// The real pair on an AVX2 EPYC (2 cores, -t 2; llama-bench pp at each size, ms): at -np 4 a batch of 8 rows
+// costs 1.9x one of 4, so no sequence gains by drafting even were every draft kept (4 kept drafts: 8 tokens in
+// 317 + 4 x 27.5 ms against 4 in 163); one sequence alone could (5 tokens in 312 ms against one in 65).
+TEST(DraftLength, DraftingCouldPayOnlyWhereEveryDraftKeptBeatsTargetOnly) {
+    BatchCostCurve verify, draft;
+    for (const auto& [size, ms] : std::vector<std::pair<int32_t, double>>{
+             {1, 65}, {2, 106}, {4, 163}, {5, 202}, {8, 317}, {12, 451}, {16, 502}, {20, 601}})
+        verify.record(size, ms * 1e-3);
+    draft.record(1, 27.5e-3);
+    draft.record(4, 61.2e-3);
+    const std::vector<DraftCandidate> four = candidates({0.7, 0.7, 0.7, 0.7});
+    const DraftChoice four_chosen = choose_draft_lengths(verify, draft, four);
+    ASSERT_EQ(four_chosen.lengths, std::vector<int32_t>(4, 0));
+    for (size_t s = 0; s < four.size(); ++s) EXPECT_FALSE(drafting_could_pay(verify, draft, four, four_chosen, s)) << s;
+
+    const std::vector<DraftCandidate> one = candidates({0.5});
+    const DraftChoice one_chosen = choose_draft_lengths(verify, draft, one);
+    ASSERT_EQ(one_chosen.lengths[0], 0) << "at acceptance 0.5 no length pays";
+    EXPECT_TRUE(drafting_could_pay(verify, draft, one, one_chosen, 0));
+    // A catch-up is an investment the choice spreads over the answer: it does not bound what a probe may find.
+    std::vector<DraftCandidate> behind = one;
+    behind[0].catch_up_seconds = 10.0;
+    EXPECT_TRUE(drafting_could_pay(verify, draft, behind, one_chosen, 0));
+}
+
+// A probe that could not pay is not sent, however long it has been due; it comes at the first step it could.
+TEST(DraftProbe, NoProbeWhileDraftingCouldNotPay) {
+    DraftProbe probe;
+    for (int i = 0; i < 10 * DraftProbe::kMaxInterval; ++i)
+        ASSERT_EQ(probe.adjust(0, 16, 0.0, 0.0, /*could_pay=*/false), 0) << i;
+    EXPECT_EQ(probe.adjust(0, 16, 0.0, 0.0, /*could_pay=*/true), DraftProbe::kProbeLength);
+}
+
 // A probe costing c target-only steps waits c / kMaxShare steps: with a draft as costly as its target
 // (a probe of 4 ≈ 7 steps: 4 drafts and a verify of 5 at 3.1x), probes take 3 % of decoding, not a quarter.
 TEST(DraftProbe, ProbesAreSpacedByTheirPrice) {

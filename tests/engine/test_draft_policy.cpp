@@ -178,6 +178,17 @@ TEST_F(DraftPolicyTest, AProbeThatMustCatchTheDraftUpOnEveryTokenIsNotWorthIt) {
     EXPECT_EQ(result.stats.draft_prefilled_tokens, 0) << "a draft that never drafts reads nothing";
 }
 
+TEST_F(DraftPolicyTest, NoProbeWhereEveryDraftKeptCouldNotPay) {
+    // t(b) = b ms and 0.2 ms a draft depth, the catch-up free: even with every draft kept, γ drafts make γ + 1
+    // tokens in 1.2 γ + 1 ms, fewer a second than target-only's one in 1 ms. A probe cannot find anything that would
+    // change the choice, so none is sent (before, the fresh decoder's first came after 8 steps and the next every
+    // 160; the real pair at -np 4 on 2 cores spent 2-3 % of a pass on such probes' catch-ups).
+    const GenerationResult result = compute_bound_decode(linear_curve(0.2, 0.0), 0.0);
+    EXPECT_GT(result.stats.target_calls, 200);
+    EXPECT_EQ(result.stats.drafted, 0);
+    EXPECT_EQ(result.stats.target_only_steps, result.stats.target_calls);
+}
+
 TEST_F(DraftPolicyTest, TheDraftCatchesUpOnTheLongPromptOnlyOnceTheTargetOnlyTokensWouldHavePaidForIt) {
     // A memory-bound target (10 ms a call), a free draft that agrees often, and a catch-up of 2 ms per token the
     // draft lacks: drafting saves at most 10 ms a token, so the first drafted step comes only after k tokens
