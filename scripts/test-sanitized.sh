@@ -31,21 +31,26 @@ status=0
 source "$root/scripts/lib/sanitized_selection.sh"
 phase "sanitized tests" bash -c 'cd "$1" && env -u KLSPEC_PHASE_TIMES ctest --output-on-failure -j "$(nproc)" -LE "$2" -E "$3" | tee ctest.log;
   exit "${PIPESTATUS[0]}"' _ "$build_dir" "$sanitized_excluded_labels" "$sanitized_excluded_tests" || status=1
-fuzz_all() {  # every fuzzer for $fuzz_seconds from its committed corpus; fails if any finds a crash
-  local failed=0 fuzzer name work scratch
-  for fuzzer in "$build_dir"/tests/fuzz/fuzz_*; do
-    name=$(basename "$fuzzer"); name=${name#fuzz_}
-    work=$(mktemp -d)  # new inputs go here; the committed corpus is only read
-    # The harnesses' scratch files go under their own TMPDIR: libFuzzer ends a timed run without atexit handlers,
-    # which left klspec-fuzz-PID folders in /tmp.
-    scratch=$(mktemp -d)
-    echo "fuzzing $name for ${fuzz_seconds}s"
-    TMPDIR="$scratch" "$fuzzer" -max_total_time="$fuzz_seconds" -rss_limit_mb=4096 \
-      -artifact_prefix="$build_dir/crash-$name-" "$work" "$root/tests/fuzz/corpus/$name" >"$build_dir/fuzz-$name.log" 2>&1 \
-      || { echo "fuzz_$name failed: see $build_dir/fuzz-$name.log"; tail -n 30 "$build_dir/fuzz-$name.log"; failed=1; }
-    rm -rf "$work" "$scratch"
-  done
-  return "$failed"
+fuzz_one() {  # fuzz_one FUZZER: it runs for $fuzz_seconds from its committed corpus; fails if it finds a crash
+  local name work scratch status=0
+  name=$(basename "$1"); name=${name#fuzz_}
+  work=$(mktemp -d)  # new inputs go here; the committed corpus is only read
+  # The harnesses' scratch files go under their own TMPDIR: libFuzzer ends a timed run without atexit handlers,
+  # which left klspec-fuzz-PID folders in /tmp.
+  scratch=$(mktemp -d)
+  echo "fuzzing $name for ${fuzz_seconds}s"
+  TMPDIR="$scratch" "$1" -max_total_time="$fuzz_seconds" -rss_limit_mb=4096 \
+    -artifact_prefix="$build_dir/crash-$name-" "$work" "$root/tests/fuzz/corpus/$name" >"$build_dir/fuzz-$name.log" 2>&1 \
+    || { echo "fuzz_$name failed: see $build_dir/fuzz-$name.log"; tail -n 30 "$build_dir/fuzz-$name.log"; status=1; }
+  rm -rf "$work" "$scratch"
+  return "$status"
+}
+# Every fuzzer, as many at once as there are cores: each is one process on one core (one after another they took
+# 6 x 20 s on 2 cores with one idle). xargs fails if any of them does.
+fuzz_all() {
+  export -f fuzz_one
+  export build_dir root fuzz_seconds
+  printf '%s\0' "$build_dir"/tests/fuzz/fuzz_* | xargs -0 -n 1 -P "$(nproc)" bash -c 'fuzz_one "$1"' _
 }
 phase fuzzers fuzz_all || status=1
 
