@@ -300,8 +300,7 @@ bool TargetOnlyRetime::due(const DraftChoice& chosen, const DraftChoice& target_
     return true;
 }
 
-int32_t DraftProbe::adjust(int32_t chosen, int32_t max_length, double probe_cost, double tokens_left,
-                           bool could_pay) {
+int32_t DraftProbe::adjust(int32_t chosen, int32_t max_length, double probe_cost, double tokens_left, bool could_pay) {
     probing_ = false;
     if (max_length <= 0) return chosen;
     if (chosen > 0) {
