@@ -4,7 +4,8 @@
 
   /usr/bin/python3 bench/serving/real_pair_np4.py [--passes 2] [--requests 16] [--max-tokens 128]
       [--klspec build/klspec] [--work ~/.cache/klspec/real-pair-np4] [--no-llama-draft] [--servers WORDS]
-      [--also OPTIONS] [--baseline-klspec BINARY] [--clients 4] [--draft FILE] [--alternate] [--json]
+      [--also OPTIONS] [--llama-also OPTIONS] [--baseline-klspec BINARY] [--clients 4] [--draft FILE] [--alternate]
+      [--json]
 
 Four streaming clients (--clients; bench/serving/serve_load.py) send the first 8 HumanEval problems in EvalPlus's chat
 prompt (as `klspec bench` renders them), greedy, to each server in turn, every server started alike with 4 slots
@@ -104,6 +105,8 @@ def main():
                         "(llama-server without a draft, the reference, always runs)")
     parser.add_argument("--also", metavar="OPTIONS", help="each chosen klspec server again with these options added, "
                         "an A/B in the same run (e.g. \"--poll 50\")")
+    parser.add_argument("--llama-also", metavar="OPTIONS", help="llama-server without a draft again with these "
+                        "options added (e.g. \"-fa on -ctv bf16\", klspec's exact V cache): what they cost it")
     parser.add_argument("--baseline-klspec", type=Path, metavar="BINARY", help="each chosen klspec server again "
                         "with this klspec binary (say the build before a change): an A/B of two builds in one run")
     parser.add_argument("--clients", type=int, default=4, help="streaming clients at once (the servers keep 4 slots)")
@@ -134,6 +137,9 @@ def main():
     if args.also:
         commands.update({f"{name}, {args.also}": [*command, *args.also.split()]
                          for name, command in list(commands.items()) if name.startswith("klspec")})
+    if args.llama_also:
+        reference = commands["llama-server, no draft"]
+        commands[f"llama-server, no draft, {args.llama_also}"] = [*reference, *args.llama_also.split()]
     results = {name: [] for name in commands}
     with contextlib.ExitStack() as running:
         started = ({name: running.enter_context(Server(command, name, timeout=300)) for name, command in commands.items()}
