@@ -123,6 +123,7 @@ void MiningWriter::append(const Problem& problem, const ProblemMining& mining, d
                                 {"mismatches", mining.mismatches.size()},
                                 {"important", important},
                                 {"response_tokens", mining.final_response.size()},
+                                {"response", mining.final_response},
                                 {"seconds", seconds}}
                      .dump()
               << std::endl;

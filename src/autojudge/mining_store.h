@@ -3,7 +3,9 @@
 //   meta.json       the run's settings and the feature sizes
 //   labels.jsonl    one mismatch a line: problem id, position, draft/target token, label, answers, statistics
 //   features.f32    one row of float32 per labels line: [h_draft ; h_target] (little-endian, no header)
-//   problems.jsonl  one finished problem a line: id, mismatches, seconds (written after its rows)
+//   problems.jsonl  one finished problem a line: id, mismatches, seconds, and its final response's token ids (from
+//                   which a machine without features.f32 recomputes them: the rows' prefixes are the response's)
+//                   (written after its rows)
 // Rows beyond what problems.jsonl accounts for (a run killed mid-problem) are dropped on reopening.
 #pragma once
 
