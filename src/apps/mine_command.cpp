@@ -1,5 +1,6 @@
 // `klspec mine`: label draft/target mismatches as important or not (src/autojudge/mining.h), resumably.
 #include <unistd.h>
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -49,7 +50,19 @@ void run_mine(const MineOptions& options) {
                                  {"judge_span", mining.span.to_string()},
                                  {"temperature", mining.temperature},
                                  {"seed", mining.seed}};
-    MiningWriter writer(options.out_dir, meta);
+    MiningWriter writer(
+        options.out_dir, meta,
+        [&](const std::string& id, std::span<const int32_t> response, std::span<const MinedPosition> mismatches) {
+            const auto problem =
+                std::find_if(problems.begin(), problems.end(), [&](const Problem& p) { return p.id == id; });
+            if (problem == problems.end())
+                throw Error(
+                    fmt::format("{} holds problem {}, which this dataset lacks: use the dataset it was mined on",
+                                options.out_dir, id));
+            std::fprintf(stderr, "mine: computing the features of %s again (%zu mismatches)\n", id.c_str(),
+                         mismatches.size());
+            return recompute_features(*session.decoder, *problem, response, mismatches);
+        });
     const size_t already = writer.finished_problems().size();
     if (already)
         std::fprintf(stderr, "mine: resuming %s: %zu problems already mined\n", options.out_dir.c_str(), already);

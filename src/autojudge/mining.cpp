@@ -209,6 +209,37 @@ void mine_problems(SpeculativeDecoder& decoder, std::span<const Problem> problem
         });
 }
 
+std::vector<float> recompute_features(SpeculativeDecoder& decoder, const Problem& problem,
+                                      std::span<const int32_t> final_response,
+                                      std::span<const MinedPosition> mismatches) {
+    std::vector<int32_t> sequence = decoder.target().tokenize(problem.prompt, /*add_bos=*/true);
+    const int32_t P = static_cast<int32_t>(sequence.size());
+    sequence.insert(sequence.end(), final_response.begin(), final_response.end());
+    const int32_t pass_id = decoder.n_sequences() - 1;
+    std::optional<ForwardResult> whole[2];  // each model's pass over the response, once a kept swap needs it
+    std::vector<float> rows;
+    for (const MinedPosition& m : mismatches) {
+        if (m.position < 0 || static_cast<size_t>(m.position) >= final_response.size())
+            throw Error(fmt::format("{}: a mismatch at {} is outside its response of {} tokens", problem.id, m.position,
+                                    final_response.size()));
+        const bool kept = final_response[static_cast<size_t>(m.position)] == m.draft_token;
+        std::vector<int32_t> swapped;
+        if (!kept) {
+            swapped.assign(sequence.begin(), sequence.begin() + P + m.position);
+            swapped.push_back(m.draft_token);
+        }
+        for (const ModelRole role : {ModelRole::Draft, ModelRole::Target}) {
+            std::optional<ForwardResult>& pass = whole[role == ModelRole::Target];
+            if (kept && !pass) pass = decoder.forward(role, sequence, /*with_hidden=*/true, pass_id, P);
+            const ForwardResult own =
+                kept ? ForwardResult{} : decoder.forward(role, swapped, /*with_hidden=*/true, pass_id, P + m.position);
+            const std::span<const float> hidden = (kept ? *pass : own).hidden_row(P + m.position);
+            rows.insert(rows.end(), hidden.begin(), hidden.end());
+        }
+    }
+    return rows;
+}
+
 ProblemMining mine_problem(SpeculativeDecoder& decoder, const Problem& problem, const MiningOptions& options) {
     ProblemMining mined;
     mine_problems(decoder, std::span(&problem, 1), options, 1,

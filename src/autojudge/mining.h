@@ -80,4 +80,21 @@ void mine_problems(SpeculativeDecoder& decoder, std::span<const Problem> problem
 // One problem (mine_problems with parallel 1): its continuations on id 0.
 ProblemMining mine_problem(SpeculativeDecoder& decoder, const Problem& problem, const MiningOptions& options);
 
+// A mismatch as the mining files keep it: where, and the draft's token there.
+struct MinedPosition {
+    int32_t position = 0;
+    int32_t draft_token = -1;
+};
+
+// The features of mismatches mined earlier, computed again from their problem's final response (features.f32 stays
+// on the machine that mined, the responses go with the labels). The mismatch at i saw the response's first i tokens
+// (a swap changes only what follows it), then d: its row is [h_draft ; h_target] at d's position, rows in
+// `mismatches`' order. One pass of each model over the response gives the rows of the swaps that were kept (d is
+// the response's token there); a swap that was not kept takes its own pass. The rows equal the mined ones up to
+// the rounding of other batches (mining computed them in passes that started after a shared prefix). Throws
+// klspec::Error naming the problem on a position outside its response.
+std::vector<float> recompute_features(SpeculativeDecoder& decoder, const Problem& problem,
+                                      std::span<const int32_t> final_response,
+                                      std::span<const MinedPosition> mismatches);
+
 }  // namespace klspec

@@ -50,7 +50,8 @@ size_t row_floats(const nlohmann::json& meta) {
 
 }  // namespace
 
-MiningWriter::MiningWriter(const std::string& dir, const nlohmann::json& meta) : dir_(dir) {
+MiningWriter::MiningWriter(const std::string& dir, const nlohmann::json& meta, const FeatureRecompute& recompute)
+    : dir_(dir) {
     const fs::path root(dir);
     fs::create_directories(root);
     nlohmann::json stored = meta;
@@ -79,14 +80,42 @@ MiningWriter::MiningWriter(const std::string& dir, const nlohmann::json& meta) :
     }
     const uintmax_t feature_bytes = rows_ * row_floats_ * sizeof(float);
     if (!fs::exists(root / "features.f32")) std::ofstream(root / "features.f32", std::ios::binary);
-    if (fs::file_size(root / "features.f32") < feature_bytes)
-        throw Error(fmt::format("{}/features.f32 is shorter than its labels", dir));
+    if (fs::file_size(root / "features.f32") < feature_bytes) {
+        if (!recompute) throw Error(fmt::format("{}/features.f32 is shorter than its labels", dir));
+        recompute_features(labels, recompute);
+    }
     fs::resize_file(root / "features.f32", feature_bytes);
 
     labels_.open(root / "labels.jsonl", std::ios::app);
     features_.open(root / "features.f32", std::ios::app | std::ios::binary);
     problems_.open(root / "problems.jsonl", std::ios::app);
     if (!labels_ || !features_ || !problems_) throw Error(fmt::format("cannot write into {}", dir));
+}
+
+void MiningWriter::recompute_features(const std::vector<nlohmann::json>& labels,
+                                      const FeatureRecompute& recompute) const {
+    const fs::path root(dir_);
+    std::ofstream features(root / "features.f32", std::ios::trunc | std::ios::binary);
+    size_t next = 0;  // labels are in problems.jsonl's order, each problem's rows before its line
+    for (const nlohmann::json& problem : read_json_lines(root / "problems.jsonl")) {
+        const std::string id = problem.at("id").get<std::string>();
+        if (!problem.contains("response"))
+            throw Error(
+                fmt::format("{}/problems.jsonl keeps no response for {} (mined before responses were kept): "
+                            "its features cannot be recomputed; mine it again into another --out",
+                            dir_, id));
+        std::vector<MinedPosition> mismatches;
+        for (const size_t end = next + integer_at<uint32_t>(problem, "mismatches"); next < end; ++next)
+            mismatches.push_back(
+                {integer_at<int32_t>(labels[next], "position"), integer_at<int32_t>(labels[next], "draft_token")});
+        const std::vector<float> rows = recompute(id, problem.at("response").get<std::vector<int32_t>>(), mismatches);
+        if (rows.size() != mismatches.size() * row_floats_)
+            throw Error(fmt::format("{}: recomputed {} feature values for {} rows of {}", dir_, rows.size(),
+                                    mismatches.size(), row_floats_));
+        features.write(reinterpret_cast<const char*>(rows.data()),
+                       static_cast<std::streamsize>(rows.size() * sizeof(float)));
+    }
+    if (!features) throw Error(fmt::format("writing {}/features.f32 failed", dir_));
 }
 
 void MiningWriter::append(const Problem& problem, const ProblemMining& mining, double seconds) {
@@ -158,7 +187,11 @@ MinedData read_mined(const std::string& dir) {
     std::ifstream in(root / "features.f32", std::ios::binary);
     in.read(reinterpret_cast<char*>(data.features.data()),
             static_cast<std::streamsize>(data.features.size() * sizeof(float)));
-    if (!in) throw Error(fmt::format("{}/features.f32 holds fewer rows than labels.jsonl", dir));
+    if (!in)
+        throw Error(
+            fmt::format("{}/features.f32 holds fewer rows than labels.jsonl (mined on another machine? the "
+                        "same klspec mine command computes them again)",
+                        dir));
     return data;
 }
 

@@ -11,7 +11,9 @@
 
 #include <cstdint>
 #include <fstream>
+#include <functional>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -39,11 +41,17 @@ struct MinedData {
     std::span<const float> feature_row(size_t i) const { return {features.data() + i * n_features(), n_features()}; }
 };
 
+// The feature rows of one finished problem's mismatches, from its final response (recompute_features).
+using FeatureRecompute = std::function<std::vector<float>(
+    const std::string& problem_id, std::span<const int32_t> final_response, std::span<const MinedPosition> mismatches)>;
+
 class MiningWriter {
 public:
     // Creates DIR, or reopens it: `meta` must then agree with the stored meta.json on the settings that
-    // shape the labels (models, sizes, max_tokens, temperature, seed).
-    MiningWriter(const std::string& dir, const nlohmann::json& meta);
+    // shape the labels (models, sizes, max_tokens, temperature, seed). A reopened DIR whose features.f32 holds
+    // fewer rows than its labels (mined on another machine: the features stay out of git) has them written
+    // again by `recompute`, problem by problem; without it, that is an error.
+    MiningWriter(const std::string& dir, const nlohmann::json& meta, const FeatureRecompute& recompute = {});
     const std::set<std::string>& finished_problems() const { return finished_; }
     size_t rows() const { return rows_; }
     void append(const Problem& problem, const ProblemMining& mining, double seconds);
@@ -54,6 +62,8 @@ private:
     std::set<std::string> finished_;
     size_t rows_ = 0;
     std::ofstream labels_, features_, problems_;
+
+    void recompute_features(const std::vector<nlohmann::json>& labels, const FeatureRecompute& recompute) const;
 };
 
 // Reads a mining directory; throws klspec::Error naming the file and the problem.
