@@ -58,9 +58,20 @@ if [[ "$vulkan" == ON ]]; then
 fi
 # A native build enables AMX wherever the CPU has it (GGML_AMX_* only apply to non-native builds); explicit
 # -mno-amx-* flags win over -march=native whatever their order.
-if [[ "$native" == ON && "$amx" == OFF && "$(uname -m)" == x86_64 ]]; then
-  no_amx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
-  cmake_flags+=(-DCMAKE_C_FLAGS="$no_amx" -DCMAKE_CXX_FLAGS="$no_amx")
+# No AVX512-FP16 either: where the CPU has it (Intel Sapphire Rapids and later), the pinned ggml's F16 vector
+# macros (ggml-cpu/simd-mappings.h) switch to half-precision arithmetic, so ggml_vec_dot_f16, which flash attention
+# scores with, sums in FP16. On an AMX Xeon a batch of 8 or more rows on a repacked Q4_K_M target then gave rows of
+# zeros and logits 18-23 away from one-token decoding's, llama-server's included (docs/repacked-kernels.md). Without
+# it, those macros sum in FP32 as on every other x86 CPU, at the same llama-bench speed there.
+x86_off=()
+if [[ "$native" == ON && "$(uname -m)" == x86_64 ]]; then
+  [[ "$amx" == ON ]] || x86_off+=(-mno-amx-tile -mno-amx-int8 -mno-amx-bf16)
+  if echo 'int main(){}' | "${CC:-cc}" -x c -mno-avx512fp16 -o /dev/null - 2>/dev/null; then
+    x86_off+=(-mno-avx512fp16)
+  fi
+fi
+if ((${#x86_off[@]})); then
+  cmake_flags+=(-DCMAKE_C_FLAGS="${x86_off[*]}" -DCMAKE_CXX_FLAGS="${x86_off[*]}")
 fi
 key_parts=("${cmake_flags[@]}" "$(uname -m)")
 ((${#patches[@]} == 0)) || key_parts+=("$(cat "${patches[@]}" | sha256sum | cut -c1-16)")

@@ -12,8 +12,8 @@ namespace klspec {
 
 namespace {
 
-// Three groups of four rows: on AVX-512 Xeons the stock repacked Q4_K products went wrong from five rows (with
-// flash attention), on an AMX Xeon from nine (docs/real-pair.md).
+// Three groups of four rows, past the 8 rows from which a ggml built with AVX512-FP16 gave an AMX Xeon's repacked
+// batches rows of zeros (half-precision attention scores; scripts/build-llama.sh now builds without it).
 constexpr size_t kProbeRows = 12;
 
 // Whether the file holds weights of a type that ggml repacks for some CPU (ggml-cpu/repack.cpp); an F16 or F32

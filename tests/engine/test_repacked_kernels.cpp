@@ -116,4 +116,51 @@ INSTANTIATE_TEST_SUITE_P(Types, RepackedKernels, ::testing::Values(GGML_TYPE_Q4_
                              return std::string(ggml_type_name(type.param));
                          });
 
+// Flash attention scores an F16 cache with ggml_vec_dot_f16. Built with AVX512-FP16 (Intel Sapphire Rapids and
+// later), the pinned ggml sums it in half precision, and one query against one cell of 128 values of 300 overflows
+// FP16's 65,504: on an AMX Xeon the repacked target's batches then gave rows of zeros (docs/repacked-kernels.md).
+// scripts/build-llama.sh builds without AVX512-FP16; here the sum must be FP32's: the output is the cell's V.
+class FlashAttentionScores : public ::testing::TestWithParam<ggml_type> {};
+
+TEST_P(FlashAttentionScores, OfAnF16CacheSumInFloat32) {
+    constexpr int64_t kDim = 128;
+    ggml_backend_t backend = ggml_backend_init_by_type(GGML_BACKEND_DEVICE_TYPE_CPU, nullptr);
+    ASSERT_NE(backend, nullptr);
+    ggml_init_params params{/*mem_size=*/8 * ggml_tensor_overhead() + ggml_graph_overhead(), /*mem_buffer=*/nullptr,
+                            /*no_alloc=*/true};
+    ggml_context* ctx = ggml_init(params);
+    ggml_tensor* q = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, kDim, 1, 1);
+    ggml_tensor* k = ggml_new_tensor_3d(ctx, GGML_TYPE_F16, kDim, 1, 1);
+    ggml_tensor* v = ggml_new_tensor_3d(ctx, GetParam(), kDim, 1, 1);
+    ggml_tensor* out = ggml_flash_attn_ext(ctx, q, k, v, nullptr, 1.0F / 128, 0.0F, 0.0F);
+    ggml_cgraph* graph = ggml_new_graph(ctx);
+    ggml_build_forward_expand(graph, out);
+    ggml_backend_buffer_t buffer = ggml_backend_alloc_ctx_tensors(ctx, backend);
+    std::vector<float> values(kDim, 300.0F), cell(kDim);
+    for (int64_t i = 0; i < kDim; ++i) cell[static_cast<size_t>(i)] = 1.0F + static_cast<float>(i) / 8;
+    std::vector<ggml_fp16_t> k_data(kDim);
+    ggml_fp32_to_fp16_row(values.data(), k_data.data(), kDim);
+    ggml_backend_tensor_set(q, values.data(), 0, ggml_nbytes(q));
+    ggml_backend_tensor_set(k, k_data.data(), 0, ggml_nbytes(k));
+    std::vector<uint16_t> v_data(kDim);  // F16 or BF16, both two bytes a value
+    if (GetParam() == GGML_TYPE_F16)
+        ggml_fp32_to_fp16_row(cell.data(), reinterpret_cast<ggml_fp16_t*>(v_data.data()), kDim);
+    else
+        ggml_fp32_to_bf16_row(cell.data(), reinterpret_cast<ggml_bf16_t*>(v_data.data()), kDim);
+    ggml_backend_tensor_set(v, v_data.data(), 0, ggml_nbytes(v));
+    ASSERT_EQ(ggml_backend_graph_compute(backend, graph), GGML_STATUS_SUCCESS);
+    std::vector<float> result(kDim);
+    ggml_backend_tensor_get(out, result.data(), 0, ggml_nbytes(out));
+    for (int64_t i = 0; i < kDim; ++i)
+        ASSERT_EQ(result[static_cast<size_t>(i)], cell[static_cast<size_t>(i)]) << "value " << i;
+    ggml_backend_buffer_free(buffer);
+    ggml_free(ctx);
+    ggml_backend_free(backend);
+}
+
+INSTANTIATE_TEST_SUITE_P(Caches, FlashAttentionScores, ::testing::Values(GGML_TYPE_F16, GGML_TYPE_BF16),
+                         [](const ::testing::TestParamInfo<ggml_type>& type) {
+                             return std::string("V_") + ggml_type_name(type.param);
+                         });
+
 }  // namespace
