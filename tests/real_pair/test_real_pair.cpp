@@ -111,9 +111,9 @@ TEST_F(RealPair, IsQwen2WithOneVocabularyAndASmallerDraft) {
 TEST_F(RealPair, BatchedAndOneTokenLogitsAreEqualBitForBit) {
     for (const bool repack : {true, false}) {
         if (repack && !test::offloaded()) {
-            // Where this CPU's repacked kernels are not batch-invariant (an AMX Xeon with a ggml built with AVX512-FP16:
-            // 17 apart from 8 rows), no repacked target is used for verification: load_target falls back to the
-            // unrepacked one, checked here.
+            // Where this CPU's repacked kernels are not batch-invariant (an AMX Xeon with a ggml built with
+            // AVX512-FP16: 17 apart from 8 rows), no repacked target is used for verification: load_target falls back
+            // to the unrepacked one, checked here.
             ModelOptions repacked = test::offload();
             repacked.repack = true;
             const float probe = batch_logit_difference(Model(kTarget, repacked), pair_context());
