@@ -151,12 +151,14 @@ def fetch_real_model(name):
 
 
 def pinned_llama_server():
-    """$KLSPEC_LLAMA_SERVER, else the pinned build's llama-server in the cache, else ''."""
+    """$KLSPEC_LLAMA_SERVER, else the llama-server of the pinned build llama-bench comes from (KLSPEC_LLAMA_INSTALL, or
+    the one build in the cache: with several, the first by name was taken, which after a change of build flags was
+    the old build's), else ''."""
     if os.environ.get("KLSPEC_LLAMA_SERVER"):
         return os.environ["KLSPEC_LLAMA_SERVER"]
-    cache = os.environ.get("KLSPEC_CACHE") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "klspec"
-    found = sorted(Path(cache).glob("llama.cpp-de3ff815ea7d-*/install/bin/llama-server"))
-    return str(found[0]) if found else ""
+    from llama_bench_lib import default_llama_install  # bench/lib, as this module
+    server = default_llama_install() / "bin" / "llama-server"
+    return str(server) if server.exists() else ""
 
 
 def run(cmd, env=None):
