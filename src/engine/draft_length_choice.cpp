@@ -122,6 +122,7 @@ void SpeculativeDecoder::choose_draft_lengths_for(std::span<Sequence* const> act
         step_cost_.predicted_tokens = choice.expected_tokens;
         step_cost_.target_only_seconds = target_only.expected_seconds;
     }
+    bool new_step = true;  // the probe's intervals count this step once, whatever the number of sequences
     for (size_t s = 0; s < active.size(); ++s) {
         if (candidates[s].min_length == candidates[s].max_length) continue;
         const Sequence& seq = *active[s];
@@ -129,8 +130,9 @@ void SpeculativeDecoder::choose_draft_lengths_for(std::span<Sequence* const> act
         const double probe_cost = idle ? probe_cost_in_steps(candidates[s]) : 0.0;
         const bool could_pay = idle && drafting_could_pay(verify_costs_, draft_costs_, candidates, choice, s);
         const int64_t tokens_left = seq.options_.max_tokens - to_int(seq.result_.tokens.size());
-        active[s]->gamma_ =
-            probe_.adjust(choice.lengths[s], candidates[s].max_length, probe_cost, double(tokens_left), could_pay);
+        active[s]->gamma_ = probe_.adjust(choice.lengths[s], candidates[s].max_length, probe_cost, double(tokens_left),
+                                          could_pay, new_step);
+        new_step = false;
     }
 }
 

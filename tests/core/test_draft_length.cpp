@@ -431,6 +431,23 @@ TEST(DraftProbe, NoProbeWhileDraftingCouldNotPay) {
     EXPECT_EQ(probe.adjust(0, 16, 0.0, 0.0, /*could_pay=*/true), DraftProbe::kProbeLength);
 }
 
+// A decoder stepping four idle sequences asks once for each, only the first as a new step: its probes are spaced
+// by its steps, as one sequence's are (counting every ask, the real pair at -np 4 probed 4x as often as priced).
+TEST(DraftProbe, FourSequencesAStepProbeAsOftenAsOne) {
+    const double cost = 7.0;
+    const auto probes_in = [&](int sequences, int steps) {
+        DraftProbe probe;
+        int probes = 0;
+        for (int step = 0; step < steps; ++step)
+            for (int s = 0; s < sequences; ++s)
+                probes += probe.adjust(0, 16, cost, 0.0, /*could_pay=*/true, /*new_step=*/s == 0) > 0;
+        return probes;
+    };
+    const int steps = 10 * static_cast<int>(std::ceil(cost / DraftProbe::kMaxShare));
+    EXPECT_EQ(probes_in(4, steps), probes_in(1, steps));
+    EXPECT_LE(probes_in(4, steps) * cost / steps, DraftProbe::kMaxShare + 1e-9);
+}
+
 // A probe costing c target-only steps waits c / kMaxShare steps: with a draft as costly as its target
 // (a probe of 4 ≈ 7 steps: 4 drafts and a verify of 5 at 3.1x), probes take 3 % of decoding, not a quarter.
 TEST(DraftProbe, ProbesAreSpacedByTheirPrice) {
