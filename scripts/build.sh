@@ -4,12 +4,12 @@
 # ccache outside the clone too: scripts/lib/ccache.sh).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+source "$root/scripts/lib/configure.sh"
 build_dir="${KLSPEC_BUILD_DIR:-$root/build}"
 source "$root/scripts/lib/phases.sh"
 source "$root/scripts/lib/ccache.sh"
 
 phase packages bash "$root/scripts/setup-deps.sh"
 llama_dir=$(phase llama.cpp bash "$root/scripts/build-llama.sh" | tail -n 1)
-cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$llama_dir/install" \
-  "${ccache_launcher[@]}" >/dev/null
+configure_klspec "$build_dir" "$llama_dir" "${ccache_launcher[@]}"
 phase "klspec build" cmake --build "$build_dir" -j "$(nproc)"

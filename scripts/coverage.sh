@@ -11,6 +11,7 @@
 # a few lines less than -O0 would; the numbers are for comparing runs of this script, not other tools.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+source "$root/scripts/lib/configure.sh"
 build_dir="${KLSPEC_COVERAGE_BUILD_DIR:-$root/build-coverage}"
 json_out=""
 if [[ "${1:-}" == --json ]]; then json_out=${2:?--json needs a file}; fi
@@ -20,9 +21,9 @@ bash "$root/scripts/setup-deps.sh" gcovr
 llama_dir=$(bash "$root/scripts/build-llama.sh" | tail -n 1)
 # Atomic counters: the server's threads update them at once.
 flags="--coverage -fprofile-update=atomic"
-cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$llama_dir/install" \
-  -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS=--coverage \
-  -DCMAKE_SHARED_LINKER_FLAGS=--coverage -DCMAKE_MODULE_LINKER_FLAGS=--coverage "${ccache_launcher[@]}" >/dev/null
+configure_klspec "$build_dir" "$llama_dir" -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
+  -DCMAKE_EXE_LINKER_FLAGS=--coverage -DCMAKE_SHARED_LINKER_FLAGS=--coverage -DCMAKE_MODULE_LINKER_FLAGS=--coverage \
+  "${ccache_launcher[@]}"
 cmake --build "$build_dir" -j "$(nproc)"
 find "$build_dir" -name '*.gcda' -delete
 

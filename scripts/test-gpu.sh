@@ -8,6 +8,7 @@
 # 2 cores from cold. Extra arguments go to ctest (e.g. -R gpu.serve).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+source "$root/scripts/lib/configure.sh"
 build_dir="${KLSPEC_GPU_BUILD_DIR:-$root/build-gpu}"
 
 if [[ "${KLSPEC_CUDA:-OFF}" == ON ]]; then
@@ -18,7 +19,7 @@ else
 fi
 bash "$root/scripts/setup-deps.sh"
 llama_dir=$(bash "$root/scripts/build-llama.sh" | tail -n 1)
-cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$llama_dir/install" >/dev/null
+configure_klspec "$build_dir" "$llama_dir"
 cmake --build "$build_dir" -j "$(nproc)" --target klspec klspec_gpu_tests klspec_engine_tests klspec_server_tests
 
 # ggml-vulkan leaves CPU-type Vulkan devices (lavapipe) out unless GGML_VK_VISIBLE_DEVICES names them: name

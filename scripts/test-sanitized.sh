@@ -6,6 +6,7 @@
 #   bash scripts/test-sanitized.sh          # build-sanitize/ (or $KLSPEC_SANITIZE_BUILD_DIR)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+source "$root/scripts/lib/configure.sh"
 build_dir="${KLSPEC_SANITIZE_BUILD_DIR:-$root/build-sanitize}"
 fuzz_seconds="${KLSPEC_FUZZ_SECONDS:-20}"
 source "$root/scripts/lib/phases.sh"
@@ -13,9 +14,8 @@ source "$root/scripts/lib/ccache.sh"
 
 phase packages bash "$root/scripts/setup-deps.sh"
 llama_dir=$(phase llama.cpp bash "$root/scripts/build-llama.sh" | tail -n 1)
-cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$llama_dir/install" \
-  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DKLSPEC_SANITIZE=address,undefined -DKLSPEC_FUZZ=ON \
-  -DKLSPEC_BUILD_BENCHMARKS=OFF "${ccache_launcher[@]}" >/dev/null
+configure_klspec "$build_dir" "$llama_dir" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+  -DKLSPEC_SANITIZE=address,undefined -DKLSPEC_FUZZ=ON -DKLSPEC_BUILD_BENCHMARKS=OFF "${ccache_launcher[@]}"
 phase "sanitized build" cmake --build "$build_dir" -j "$(nproc)"
 
 # Reports go to files as well as stderr: a report in a child process (the CLI a test runs) is found even

@@ -7,12 +7,13 @@
 #   bash scripts/test-tsan.sh          # build-tsan/ (or $KLSPEC_TSAN_BUILD_DIR)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+source "$root/scripts/lib/configure.sh"
 build_dir="${KLSPEC_TSAN_BUILD_DIR:-$root/build-tsan}"
 
 bash "$root/scripts/setup-deps.sh"
 llama_dir=$(bash "$root/scripts/build-llama.sh" | tail -n 1)
-cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$llama_dir/install" \
-  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DKLSPEC_SANITIZE=thread -DKLSPEC_BUILD_BENCHMARKS=OFF >/dev/null
+configure_klspec "$build_dir" "$llama_dir" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+  -DKLSPEC_SANITIZE=thread -DKLSPEC_BUILD_BENCHMARKS=OFF
 cmake --build "$build_dir" -j "$(nproc)" --target klspec klspec_engine_tests klspec_server_tests derived_models
 
 reports="$build_dir/sanitizer-reports"
