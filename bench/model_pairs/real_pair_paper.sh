@@ -34,8 +34,10 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:-results/real-pair}
 KLSPEC=${KLSPEC:-build/klspec}
-TARGET=$(bash scripts/fetch-real-model.sh qwen2.5-coder-1.5b | tail -1)
-DRAFT=$(bash scripts/fetch-real-model.sh qwen2.5-coder-0.5b | tail -1)
+if [ -z "${KLSPEC_REPORT:-}" ]; then  # the report decodes nothing: each sweep's settings are in its sweep.json
+  TARGET=$(bash scripts/fetch-real-model.sh qwen2.5-coder-1.5b | tail -1)
+  DRAFT=$(bash scripts/fetch-real-model.sh qwen2.5-coder-0.5b | tail -1)
+fi
 mkdir -p "$OUT"
 DATA=(--data-dir "${KLSPEC_DATA_DIR:-../shared/datasets}")
 # EvalPlus's answers end at the code block's fence; 512 tokens hold every HumanEval canonical solution.
@@ -45,7 +47,7 @@ DECODE=(-t 2 -n 512 "${DATA[@]}")
 # row's attention across threads, not a batch's: docs/real-pair.md).
 ALONE_PARALLEL=(-np "${KLSPEC_ALONE_PARALLEL:-1}")
 PAIR_PARALLEL=(-np "${KLSPEC_PAIR_PARALLEL:-4}")
-PAIR=(-m "$TARGET" -md "$DRAFT" "${DECODE[@]}" "${PAIR_PARALLEL[@]}" --draft-max 16)
+PAIR=(${TARGET:+-m "$TARGET" -md "$DRAFT"} "${DECODE[@]}" "${PAIR_PARALLEL[@]}" --draft-max 16)
 SWEEP=("${PAIR[@]}" --rules "${KLSPEC_RULES:-kl:0.5,1,2,4}")
 # The test split's problems are MBPP+'s first 200; calibration and mining use the rest.
 MBPP_TEST=(--dataset mbpp-plus --limit 200)
