@@ -82,7 +82,7 @@ MiningWriter::MiningWriter(const std::string& dir, const nlohmann::json& meta, c
     if (!fs::exists(root / "features.f32")) std::ofstream(root / "features.f32", std::ios::binary);
     if (fs::file_size(root / "features.f32") < feature_bytes) {
         if (!recompute) throw Error(fmt::format("{}/features.f32 is shorter than its labels", dir));
-        recompute_features(labels, recompute);
+        write_recomputed_features(labels, recompute);
     }
     fs::resize_file(root / "features.f32", feature_bytes);
 
@@ -92,8 +92,8 @@ MiningWriter::MiningWriter(const std::string& dir, const nlohmann::json& meta, c
     if (!labels_ || !features_ || !problems_) throw Error(fmt::format("cannot write into {}", dir));
 }
 
-void MiningWriter::recompute_features(const std::vector<nlohmann::json>& labels,
-                                      const FeatureRecompute& recompute) const {
+void MiningWriter::write_recomputed_features(const std::vector<nlohmann::json>& labels,
+                                             const FeatureRecompute& recompute) const {
     const fs::path root(dir_);
     std::ofstream features(root / "features.f32", std::ios::trunc | std::ios::binary);
     size_t next = 0;  // labels are in problems.jsonl's order, each problem's rows before its line

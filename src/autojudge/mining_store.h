@@ -63,7 +63,7 @@ private:
     size_t rows_ = 0;
     std::ofstream labels_, features_, problems_;
 
-    void recompute_features(const std::vector<nlohmann::json>& labels, const FeatureRecompute& recompute) const;
+    void write_recomputed_features(const std::vector<nlohmann::json>& labels, const FeatureRecompute& recompute) const;
 };
 
 // Reads a mining directory; throws klspec::Error naming the file and the problem.

@@ -306,14 +306,16 @@ int32_t DraftProbe::adjust(int32_t chosen, int32_t max_length, double probe_cost
     if (max_length <= 0) return chosen;
     if (chosen > 0) {
         idle_steps_ = 0;
-        if ((drafting_steps_ += new_step) >= kFirstInterval) interval_ = kFirstInterval;
+        if (new_step) ++drafting_steps_;
+        if (drafting_steps_ >= kFirstInterval) interval_ = kFirstInterval;
         return chosen;
     }
     drafting_steps_ = 0;
     const double cost = std::max(probe_cost, 0.0);
     const bool up_front = paid_up_front_ + cost <= kMaxShare * tokens_left;
     const double priced_interval = up_front ? 0.0 : std::ceil(cost / kMaxShare);
-    if ((idle_steps_ += new_step) < std::max(double(interval_), priced_interval) || !could_pay) return 0;
+    if (new_step) ++idle_steps_;
+    if (idle_steps_ < std::max(double(interval_), priced_interval) || !could_pay) return 0;
     idle_steps_ = 0;
     interval_ = std::min(2 * interval_, kMaxInterval);
     probing_ = true;
